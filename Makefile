@@ -1,0 +1,73 @@
+# llmops.serving — the two commands a newcomer needs:
+#   make sandbox   deploy the whole stack on the embedded sandbox (no GPU, no Proxmox needed)
+#   make test      every test tier: lint, sanity, unit, molecule, integration
+# Both install what they need first (apt packages, .venv, the Docker engine, the base image).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+VENV ?= $(CURDIR)/.venv
+export VENV
+export PATH := $(VENV)/bin:$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+
+.PHONY: help setup venv docker-engine base-image test lint sanity unit molecule integration bench slow \
+        sandbox sandbox-down build install-collection changelog lock clean
+
+help: ## Show the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
+
+setup: ## Install host packages and the project virtualenv (idempotent)
+	@scripts/host-packages.sh
+	@scripts/venv.sh
+
+venv:
+	@scripts/venv.sh
+
+docker-engine: setup ## Start the Docker engine when none runs
+	@scripts/docker-engine.sh
+
+base-image: docker-engine ## Build the systemd base image for molecule (debootstrap + docker import)
+	@scripts/base-image.sh
+
+test: setup ## Run every test tier, in order, with a summary line per tier
+	@scripts/test.sh
+
+lint: venv ## ansible-lint (production profile) and yamllint
+	@scripts/test.sh lint
+
+sanity: venv ## ansible-test sanity on a temporary ansible_collections tree
+	@scripts/test.sh sanity
+
+unit: venv ## pytest for plugins/ and the simulators
+	@scripts/test.sh unit
+
+molecule: base-image ## Every molecule scenario (docker driver)
+	@scripts/test.sh molecule
+
+integration: base-image ## The sandbox integration tests
+	@scripts/test.sh integration
+
+bench: venv ## Benchmarks that print figures (tests/bench)
+	@scripts/bench.sh
+
+sandbox: setup ## Deploy on the embedded sandbox and print the verification summary
+	@scripts/sandbox.sh up
+
+sandbox-down: ## Remove everything `make sandbox` created, and nothing else
+	@scripts/sandbox.sh down
+
+build: venv ## Build the collection tarball (ansible-galaxy collection build)
+	@mkdir -p .build/dist && ansible-galaxy collection build --force --output-path .build/dist .
+
+install-collection: build ## Install the built tarball into ~/.ansible/collections
+	@ansible-galaxy collection install --force .build/dist/llmops-serving-$$(awk '/^version:/{print $$2}' galaxy.yml).tar.gz
+
+changelog: venv ## Release the changelog fragments (antsibull-changelog)
+	@antsibull-changelog release
+
+lock: venv ## Re-pin requirements/constraints.txt from the current virtualenv
+	@{ sed -n '1,2p' requirements/constraints.txt; $(VENV)/bin/pip freeze --disable-pip-version-check | grep -v '^pip=='; } > requirements/constraints.txt.new
+	@mv requirements/constraints.txt.new requirements/constraints.txt
+
+clean: ## Remove build outputs (keeps .venv and images)
+	rm -rf .build tests/output

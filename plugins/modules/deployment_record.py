@@ -1,0 +1,301 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: deployment_record
+short_description: Compute and record the deployment ID of a server instance
+version_added: 0.1.0
+author: llmops.serving contributors (@llmops)
+description:
+  - Computes a stable digest (the deployment ID) of everything that defines a running server, from the files
+    on the target (unit, launcher, ...), the variable names of environment files that may hold secrets (never
+    their values), and extra inputs such as the model path and revision or package versions.
+  - Records it on the target as a small JSON file per instance with the ID, the time and the previous ID, and
+    writes an environment file with C(LLMOPS_DEPLOYMENT_ID) that the systemd unit loads, so the running server
+    carries the ID of the deployment that started it.
+  - Archives the files of every recorded deployment under the instance's state directory, so an earlier
+    deployment can be restored exactly (the archive keeps environment files with mode 0600).
+  - Reports C(changed) exactly when the deployment ID differs from the recorded one (or the record is missing).
+options:
+  instance:
+    description: Name of the server instance (one container can host several).
+    type: str
+    required: true
+  files:
+    description:
+      - Files that define the server, hashed whole and archived (rendered unit, launcher, ...).
+    type: list
+    elements: path
+    required: true
+  env_files:
+    description:
+      - Environment files that may hold secrets. Only the names of the variables they define enter the digest.
+      - They are archived with mode 0600, owned by root.
+    type: list
+    elements: path
+    default: []
+  inputs:
+    description:
+      - Facts that define the deployment but are not files, for example C(model_path), C(model_revision) and
+        installed package versions. Must be serialisable as JSON.
+    type: dict
+    default: {}
+  state_dir:
+    description: Directory that holds one sub-directory per instance with C(deployment.json) and the archive.
+    type: path
+    default: /var/lib/llmops-serving
+  env_file:
+    description:
+      - Environment file to write with C(LLMOPS_DEPLOYMENT_ID) and C(LLMOPS_INSTANCE), for the unit's C(EnvironmentFile=).
+      - Defaults to C(/etc/llmops-serving/<instance>/deployment.env).
+    type: path
+  keep:
+    description: How many archived deployments to keep per instance. The current and the previous one are always kept.
+    type: int
+    default: 5
+extends_documentation_fragment:
+  - llmops.serving.attributes
+attributes:
+  check_mode:
+    support: full
+    details: In check mode nothing is written; when a file in O(files) does not exist yet, the ID cannot be computed and
+      the module reports that it would change.
+  diff_mode:
+    support: full
+    details: Shows the record before and after.
+notes:
+  - The record is written atomically (temporary file and rename) after the archive, so a crash never leaves a record
+    that points at files that were not archived.
+seealso:
+  - module: llmops.serving.service_provenance
+  - module: llmops.serving.log_provenance
+"""
+
+EXAMPLES = r"""
+- name: Record the deployment of instance qwen36
+  llmops.serving.deployment_record:
+    instance: qwen36
+    files:
+      - /etc/systemd/system/sglang-qwen36.service
+      - /usr/local/libexec/llmops-serving/sglang-launch
+    env_files:
+      - /etc/llmops-serving/qwen36/server.env
+    inputs:
+      model_path: /models/Qwen3.6-27B
+      model_revision: 6a1e0c2
+      versions:
+        sglang: 0.5.23
+  register: deployment
+  notify: Restart sglang-qwen36
+
+- name: Show the ID
+  ansible.builtin.debug:
+    msg: "{{ deployment.deployment_id }} (was {{ deployment.previous_deployment_id }})"
+"""
+
+RETURN = r"""
+deployment_id:
+  description: SHA-256 digest that identifies the deployment. Null only in check mode when a file does not exist yet.
+  returned: always
+  type: str
+  sample: 3f1c9c2e5b0f4a8f0b8de7c8e4a3f1d2c9b1e0a7d6c5b4a3f2e1d0c9b8a7f6e5
+previous_deployment_id:
+  description: The ID that was recorded before this one (null on the first deployment).
+  returned: always
+  type: str
+  sample: 9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b
+record:
+  description: The record as stored in C(<state_dir>/<instance>/deployment.json).
+  returned: always
+  type: dict
+  sample:
+    instance: qwen36
+    deployment_id: 3f1c9c2e5b0f4a8f0b8de7c8e4a3f1d2c9b1e0a7d6c5b4a3f2e1d0c9b8a7f6e5
+    deployed_at: "2026-11-29T19:45:01Z"
+    previous_deployment_id: null
+    inputs: {model_path: /models/Qwen3.6-27B}
+    archive: /var/lib/llmops-serving/qwen36/deployments/3f1c9c2e5b0f4a8f0b8de7c8e4a3f1d2c9b1e0a7d6c5b4a3f2e1d0c9b8a7f6e5
+record_path:
+  description: Path of the record file.
+  returned: always
+  type: str
+  sample: /var/lib/llmops-serving/qwen36/deployment.json
+env_file:
+  description: Path of the environment file that carries the ID to the unit.
+  returned: always
+  type: str
+  sample: /etc/llmops-serving/qwen36/deployment.env
+"""
+
+import datetime
+import json
+import os
+import shutil
+import stat
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils.deployment_id import (
+    compute_deployment_id,
+    next_record,
+)
+
+
+def _read_bytes(path):
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _load_record(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        # A corrupt record must not block a deployment; it is replaced and the previous ID is lost.
+        return None
+
+
+def _atomic_write(path, data, mode):
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o755, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _env_file_text(instance, deployment_id):
+    return f"# Written by llmops.serving.deployment_record; loaded by the unit.\nLLMOPS_DEPLOYMENT_ID={deployment_id}\nLLMOPS_INSTANCE={instance}\n"
+
+
+def _archive(archive_dir, files, env_files):
+    """Copy the deployment's files into archive_dir with a manifest; return the manifest."""
+    staging = archive_dir + ".partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    os.makedirs(staging, mode=0o700)
+    manifest = []
+    for index, (path, secret) in enumerate([(p, False) for p in files] + [(p, True) for p in env_files]):
+        name = "%02d-%s" % (index, os.path.basename(path))
+        st = os.stat(path)
+        mode = 0o600 if secret else stat.S_IMODE(st.st_mode)
+        shutil.copyfile(path, os.path.join(staging, name))
+        os.chmod(os.path.join(staging, name), mode)
+        manifest.append({"path": path, "archived": name, "mode": "%04o" % mode, "secret": secret})
+    with open(os.path.join(staging, "manifest.json"), "w", encoding="utf-8") as handle:
+        json.dump({"files": manifest}, handle, indent=2, sort_keys=True)
+    shutil.rmtree(archive_dir, ignore_errors=True)
+    os.replace(staging, archive_dir)
+    return manifest
+
+
+def _prune(archive_root, keep, protected):
+    try:
+        entries = [e for e in os.scandir(archive_root) if e.is_dir() and not e.name.endswith(".partial")]
+    except FileNotFoundError:
+        return []
+    entries.sort(key=lambda e: e.stat().st_mtime, reverse=True)
+    removed = []
+    for entry in entries[max(keep, 0):]:
+        if entry.name in protected:
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(entry.name)
+    return removed
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            instance=dict(type="str", required=True),
+            files=dict(type="list", elements="path", required=True),
+            env_files=dict(type="list", elements="path", default=[]),
+            inputs=dict(type="dict", default={}),
+            state_dir=dict(type="path", default="/var/lib/llmops-serving"),
+            env_file=dict(type="path"),
+            keep=dict(type="int", default=5),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    instance = params["instance"]
+    if not instance or "/" in instance or instance.startswith("."):
+        module.fail_json(msg=f"instance {instance!r} is not a valid instance name (no slashes, not hidden)")
+    instance_dir = os.path.join(params["state_dir"], instance)
+    record_path = os.path.join(instance_dir, "deployment.json")
+    env_path = params["env_file"] or os.path.join("/etc/llmops-serving", instance, "deployment.env")
+    try:
+        json.dumps(params["inputs"], sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        module.fail_json(msg=f"inputs must be serialisable as JSON: {exc}")
+
+    previous = _load_record(record_path)
+    result = dict(changed=False, record_path=record_path, env_file=env_path,
+                  previous_deployment_id=(previous or {}).get("deployment_id"))
+
+    missing = [p for p in params["files"] + params["env_files"] if not os.path.exists(p)]
+    if missing:
+        if module.check_mode:
+            result.update(changed=True, deployment_id=None, record=previous or {})
+            module.exit_json(msg="not all files exist yet (check mode): " + ", ".join(missing), **result)
+        module.fail_json(msg="cannot compute the deployment ID, these files are missing: " + ", ".join(missing), **result)
+
+    try:
+        file_contents = {path: _read_bytes(path) for path in params["files"]}
+        env_texts = {path: _read_bytes(path).decode("utf-8", errors="replace") for path in params["env_files"]}
+    except OSError as exc:
+        module.fail_json(msg=f"cannot read {exc.filename}: {exc.strerror}", **result)
+    deployment_id = compute_deployment_id(file_contents, env_texts, params["inputs"])
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    record = dict(next_record(previous, instance, deployment_id, now, params["inputs"]))
+    archive_root = os.path.join(instance_dir, "deployments")
+    archive_dir = os.path.join(archive_root, deployment_id)
+    record["archive"] = archive_dir
+
+    env_text = _env_file_text(instance, deployment_id)
+    try:
+        with open(env_path, encoding="utf-8") as handle:
+            env_current = handle.read()
+    except FileNotFoundError:
+        env_current = None
+    record_changed = previous != record
+    needs_write = record_changed or env_current != env_text or not os.path.isdir(archive_dir)
+    result.update(deployment_id=deployment_id, record=record, changed=needs_write)
+    if module._diff:
+        result["diff"] = dict(
+            before=json.dumps(previous, indent=2, sort_keys=True) + "\n" if previous else "",
+            after=json.dumps(record, indent=2, sort_keys=True) + "\n",
+            before_header=record_path,
+            after_header=record_path,
+        )
+    if not needs_write or module.check_mode:
+        module.exit_json(**result)
+
+    try:
+        os.makedirs(archive_root, mode=0o700, exist_ok=True)
+        if not os.path.isdir(archive_dir) or record_changed:
+            _archive(archive_dir, params["files"], params["env_files"])
+        _atomic_write(record_path, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("utf-8"), 0o644)
+        _atomic_write(env_path, env_text.encode("utf-8"), 0o644)
+    except OSError as exc:
+        module.fail_json(msg=f"cannot record the deployment: {exc}", **result)
+    result["pruned"] = _prune(archive_root, params["keep"], {deployment_id, record.get("previous_deployment_id") or ""})
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

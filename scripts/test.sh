@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The test tiers behind `make test`: lint, sanity, unit, molecule, integration, in that order.
+# `scripts/test.sh` runs them all; `scripts/test.sh unit molecule` runs the named ones.
+# Each tier prints one summary line with its time; the run fails when any tier fails, and
+# a tier that finds nothing to run fails too (a green run must have tested something).
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$REPO_ROOT"
+export PATH="$VENV/bin:$PATH"
+export ANSIBLE_CONFIG="$REPO_ROOT/ansible.cfg"
+export PY_COLORS=0 ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0
+
+ALL_TIERS=(lint sanity unit molecule integration)
+summary=()
+failed=0
+
+# pytest exits 5 when it collected nothing: that is a failure here, not a pass.
+run_pytest() {
+  pytest "$@"
+  local rc=$?
+  [ $rc -eq 5 ] && echo "pytest collected no tests in: $*" >&2
+  return $rc
+}
+
+tier_lint() {
+  yamllint --strict . && ansible-lint --profile production --offline && python3 scripts/check-argument-specs.py
+}
+
+tier_sanity() {
+  scripts/sanity.sh
+}
+
+tier_unit() {
+  run_pytest -q --durations=5 tests/unit
+}
+
+tier_molecule() {
+  scripts/docker-engine.sh && scripts/base-image.sh || return 1
+  MOLECULE_IMAGE=${MOLECULE_IMAGE:-$(scripts/base-image.sh --name)}
+  export MOLECULE_IMAGE
+  local scenarios=() rc=0 s start
+  for s in molecule/*/molecule.yml; do
+    [ -e "$s" ] && scenarios+=("$(basename "$(dirname "$s")")")
+  done
+  if [ ${#scenarios[@]} -eq 0 ]; then
+    echo "no molecule scenarios under molecule/" >&2
+    return 1
+  fi
+  for s in "${scenarios[@]}"; do
+    start=$SECONDS
+    if molecule test -s "$s"; then
+      summary+=("    molecule/$s: passed in $((SECONDS - start)) s")
+    else
+      summary+=("    molecule/$s: FAILED after $((SECONDS - start)) s")
+      rc=1
+    fi
+  done
+  return $rc
+}
+
+tier_integration() {
+  scripts/docker-engine.sh && scripts/base-image.sh || return 1
+  run_pytest -q --durations=10 tests/integration
+}
+
+tiers=("$@")
+[ ${#tiers[@]} -eq 0 ] && tiers=("${ALL_TIERS[@]}")
+for tier in "${tiers[@]}"; do
+  declare -F "tier_$tier" >/dev/null || die "unknown tier '$tier' (tiers: ${ALL_TIERS[*]})"
+done
+
+total_start=$SECONDS
+for tier in "${tiers[@]}"; do
+  log "===== tier: $tier ====="
+  start=$SECONDS
+  nested_at=${#summary[@]}
+  if "tier_$tier"; then
+    line="$tier: passed in $((SECONDS - start)) s"
+  else
+    line="$tier: FAILED after $((SECONDS - start)) s"
+    failed=1
+  fi
+  summary=("${summary[@]:0:$nested_at}" "$line" "${summary[@]:$nested_at}")
+  echo "TIER $line"
+done
+
+echo
+echo "===== summary ($((SECONDS - total_start)) s) ====="
+printf '%s\n' "${summary[@]}"
+if [ $failed -ne 0 ]; then
+  echo "make test: FAILED"
+  exit 1
+fi
+echo "make test: all tiers passed"
