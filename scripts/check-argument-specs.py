@@ -3,7 +3,8 @@
 Ansible validates role arguments against argument_specs, but the real default still comes from
 defaults/main.yml; when the two drift apart, the documentation lies. For each role and entry point
 `main`, every public default must be documented with the same default value, and every documented
-option that is not required must have a default. Internal variables (leading underscore) are exempt.
+option that is not required must have a default, and every option must appear in the role's README.md.
+Internal variables (leading underscore) are exempt.
 """
 
 import pathlib
@@ -38,7 +39,13 @@ def check_role(role_dir):
             problems.append(
                 f"{role_dir.name}: {name} defaults differ: defaults/main.yml {value!r} != argument_specs {options[name]['default']!r}"
             )
+    readme = role_dir / "README.md"
+    readme_text = readme.read_text() if readme.exists() else ""
+    if not readme_text:
+        problems.append(f"{role_dir.name}: README.md is missing")
     for name, spec in options.items():
+        if readme_text and f"`{name}`" not in readme_text:
+            problems.append(f"{role_dir.name}: option {name} is not described in README.md")
         if not spec.get("required") and name not in defaults:
             problems.append(f"{role_dir.name}: option {name} is optional but has no value in defaults/main.yml")
         if not spec.get("description"):

@@ -1,0 +1,104 @@
+"""The deployed unit, its account, files and permissions, and the server it runs."""
+
+from __future__ import annotations
+
+import json
+
+from sglang_checks import CURRENT_LOG, LOG_DIR, PORT, RECORD, SIM, UNIT, deployment_id, wait_ready
+
+API_KEY = "molecule-secret-key"
+
+
+def test_service_account_is_an_unprivileged_system_user(host):
+    user = host.user("sglang")
+    assert user.exists
+    assert user.uid < 1000
+    assert user.shell == "/usr/sbin/nologin"
+
+
+def test_unit_is_enabled_running_and_owned_by_systemd(host):
+    service = host.service(UNIT)
+    assert service.is_enabled
+    assert service.is_running
+    props = service.systemd_properties
+    assert props["KillMode"] == "control-group"
+    assert props["Restart"] == "on-failure"
+    assert props["User"] == "sglang"
+    assert props["NoNewPrivileges"] == "yes"
+    assert props["ProtectSystem"] == "strict"
+    assert props["PrivateTmp"] == "yes"
+    assert props["DevicePolicy"] == "closed"
+    assert props["TimeoutStopUSec"] == "1min"
+
+
+def test_secrets_stay_in_the_root_only_environment_file(host):
+    env = host.file(f"/etc/llmops-serving/molecule/server.env")
+    assert env.user == "root" and env.group == "root"
+    assert env.mode == 0o600
+    assert API_KEY in env.content_string
+    assert API_KEY not in host.file(f"/etc/systemd/system/{UNIT}").content_string
+    assert API_KEY not in host.check_output(f"systemctl show {UNIT}")
+
+
+def test_server_is_main_pid_with_exactly_the_rendered_argv(host):
+    props = wait_ready(host)
+    main_pid = int(props["MainPID"])
+    argv = host.file(f"/proc/{main_pid}/cmdline").content.split(b"\0")[:-1]
+    argv = [word.decode() for word in argv]
+    # The simulator is a Python console script: the kernel shows the interpreter, then the script.
+    assert argv[1] == SIM
+    assert argv[2:] == [
+        "--model-path", "/models/Qwen3.6-27B", "--served-model-name", "qwen3.6-27b", "--host", "127.0.0.1",
+        "--port", str(PORT), "--tp-size", "2", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
+        "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--mamba-full-memory-ratio", "0.5",
+        "--max-running-requests", "16", "--reasoning-parser", "qwen3", "--enable-metrics", "--api-key", API_KEY,
+    ]
+
+
+def test_tensor_parallel_workers_live_in_the_unit_cgroup(host):
+    props = wait_ready(host)
+    cgroup = host.check_output(f"systemctl show -p ControlGroup --value {UNIT}")
+    pids = host.check_output(f"systemctl show -p MainPID --value {UNIT}")
+    titles = host.check_output(
+        "for p in $(cat /sys/fs/cgroup/systemd%s/cgroup.procs); do cat /proc/$p/comm; done" % cgroup
+    ).split()
+    assert pids == props["MainPID"]
+    assert {"sglang::schedul", "sglang::detoken"} <= {t[:15] for t in titles}
+
+
+def test_log_header_names_this_deployment_invocation_and_pid(host):
+    props = wait_ready(host)
+    log = host.file(CURRENT_LOG)
+    assert log.is_symlink
+    target = log.linked_to
+    assert target.startswith(LOG_DIR + "/") and target.endswith(f"-{props['InvocationID']}.log")
+    header = host.file(target).content_string.splitlines()[0]
+    fields = dict(word.split("=", 1) for word in header.split()[2:])
+    assert header.startswith("# llmops-serving ")
+    assert fields["deployment_id"] == deployment_id(host)
+    assert fields["invocation_id"] == props["InvocationID"]
+    assert fields["pid"] == props["MainPID"]
+    assert fields["unit"] == UNIT
+    assert host.file(target).user == "sglang"
+    assert host.file(target).mode == 0o640
+
+
+def test_deployment_record_and_archive(host):
+    record = json.loads(host.file(RECORD).content_string)
+    assert len(record["deployment_id"]) == 64
+    assert record["inputs"]["model_path"] == "/models/Qwen3.6-27B"
+    archive = host.file(record["archive"])
+    assert archive.is_directory and archive.mode == 0o700
+    manifest = json.loads(host.file(record["archive"] + "/manifest.json").content_string)
+    paths = {entry["path"] for entry in manifest["files"]}
+    assert f"/etc/systemd/system/{UNIT}" in paths
+    env_line = f"LLMOPS_DEPLOYMENT_ID={record['deployment_id']}"
+    assert env_line in host.file("/etc/llmops-serving/molecule/deployment.env").content_string
+
+
+def test_server_answers_with_the_api_key_and_refuses_without(host):
+    wait_ready(host)
+    ok = host.run(f"curl -s -o /dev/null -w '%{{http_code}}' -H 'Authorization: Bearer {API_KEY}' http://127.0.0.1:{PORT}/v1/models")
+    refused = host.run(f"curl -s -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{PORT}/v1/models")
+    assert ok.stdout == "200"
+    assert refused.stdout == "401"
