@@ -8,7 +8,6 @@ import subprocess
 import time
 
 import pytest
-from testinfra.modules.ansible import AnsibleException
 
 INSTANCE = "molecule"
 UNIT = f"sglang-{INSTANCE}.service"
@@ -21,11 +20,24 @@ READY_LINE = "The server is fired up and ready to roll!"
 
 
 def call_module(host, module, **args):
-    """Run a collection module on the target; return (result, failed)."""
+    """Run a collection module on the target with `ansible`; return (result, failed).
+
+    testinfra's host.ansible() reads ansible's --tree output, which in ansible-core 2.19 no longer
+    carries `failed`, so a failing module would look like a passing one; the json callback keeps it.
+    """
+    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
+    # Only the json callback may write to stdout (the scenario enables profile_tasks for playbooks).
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+    run = subprocess.run(
+        ["ansible", "-i", inventory, host.backend.host, "-m", module, "-a", json.dumps(args)],
+        capture_output=True, text=True, timeout=120, check=False, env=env,
+    )
     try:
-        return host.ansible(module, json.dumps(args), check=False), False
-    except AnsibleException as exc:
-        return exc.result, True
+        result = json.loads(run.stdout)["plays"][0]["tasks"][0]["hosts"][host.backend.host]
+    except (ValueError, KeyError, IndexError):
+        pytest.fail(f"ansible -m {module} gave no result (rc {run.returncode}): {run.stdout[-2000:]} {run.stderr[-2000:]}")
+    return result, bool(result.get("failed"))
 
 
 def unit_properties(host):

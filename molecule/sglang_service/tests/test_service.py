@@ -32,7 +32,7 @@ def test_unit_is_enabled_running_and_owned_by_systemd(host):
 
 
 def test_secrets_stay_in_the_root_only_environment_file(host):
-    env = host.file(f"/etc/llmops-serving/molecule/server.env")
+    env = host.file("/etc/llmops-serving/molecule/server.env")
     assert env.user == "root" and env.group == "root"
     assert env.mode == 0o600
     assert API_KEY in env.content_string
@@ -102,3 +102,27 @@ def test_server_answers_with_the_api_key_and_refuses_without(host):
     refused = host.run(f"curl -s -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{PORT}/v1/models")
     assert ok.stdout == "200"
     assert refused.stdout == "401"
+
+
+def test_log_pruner_keeps_the_newest_and_every_file_still_open(host):
+    """sglang-log-prune KEEP leaves KEEP-1 earlier logs, oldest removed first, never one a process holds open."""
+    work = "/var/tmp/prune-check"
+    host.check_output(f"rm -rf {work} && mkdir -p {work}")
+    for n in range(5):
+        host.check_output(f"echo log{n} > {work}/2026010{n}T000000Z-{n:032x}.log && touch -d '2026-01-0{n + 1}' {work}/2026010{n}T000000Z-{n:032x}.log")
+    oldest = f"{work}/20260100T000000Z-{0:032x}.log"
+    host.run(f"nohup sleep 60 >> {oldest} 2>/dev/null & echo $! > /run/prune-holder.pid")
+    holder = host.file("/run/prune-holder.pid").content_string.strip()
+    try:
+        out = host.check_output(f"/usr/local/libexec/llmops-serving/sglang-log-prune {work} 3")
+        left = sorted(host.check_output(f"ls {work}").split())
+        assert "still has it open" in out
+        assert left == [
+            f"20260100T000000Z-{0:032x}.log",  # oldest, but open: kept
+            f"20260103T000000Z-{3:032x}.log",
+            f"20260104T000000Z-{4:032x}.log",
+        ]
+        assert host.file(oldest).content_string == "log0\n", "a kept file must not be truncated"
+    finally:
+        host.run(f"kill {holder}")
+        host.run(f"rm -rf {work}")

@@ -1,0 +1,151 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Read an llmops-serving log file's header line and its tail, never the middle.
+
+The launcher writes one header line before it execs the server:
+``# llmops-serving instance=<i> deployment_id=<id> invocation_id=<32 hex> pid=<pid> started_at=<ISO> unit=<unit>``.
+SGLang prefixes its lines with ``[YYYY-MM-DD HH:MM:SS(.mmm)?( DPn)?( TPn)?]`` (other rank tags too). Reading costs two bounded reads
+whatever the file's size.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+HEADER_MARKER = "# llmops-serving"
+HEADER_REQUIRED_KEYS = ("instance", "deployment_id", "invocation_id", "pid", "started_at", "unit")
+# The header is one short line; a first line longer than this is not a header.
+HEADER_MAX_BYTES = 4096
+# Enough for many SGLang lines (a decode line is ~250 bytes) even after a long traceback.
+TAIL_BYTES = 64 * 1024
+
+# Rank tags follow the time in the order SGLang's run_scheduler_process builds them: DP, PP, ATTN_CP, MOE_DP, TP, EP
+# (only those that apply), so any sequence of " <TAG><n>" is accepted, not just DP and TP.
+SGLANG_PREFIX_RE = re.compile(
+    r"^\[(?P<date>\d{4}-\d{2}-\d{2}) (?P<time>\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?)(?P<ranks>(?: [A-Z][A-Z_]*\d+)*)\]"
+)
+
+
+class HeaderError(ValueError):
+    """The first line is not an llmops-serving header (or lacks a required key)."""
+
+
+def parse_header_line(line):
+    """Parse the launcher's header line into a dict (``pid`` as int; unknown extra keys kept as text)."""
+    line = line.rstrip("\r\n")
+    if not line.startswith(HEADER_MARKER + " "):
+        raise HeaderError("the first line does not start with %r: %r" % (HEADER_MARKER, line[:120]))
+    header = {}
+    for token in line[len(HEADER_MARKER) + 1:].split(" "):
+        if not token:
+            continue
+        key, separator, value = token.partition("=")
+        if not separator or not key:
+            raise HeaderError("header token %r is not key=value" % token)
+        header[key] = value
+    missing = [key for key in HEADER_REQUIRED_KEYS if not header.get(key)]
+    if missing:
+        raise HeaderError("header lacks %s: %r" % (", ".join(missing), line[:200]))
+    if not header["pid"].isdigit():
+        raise HeaderError("header pid %r is not a number" % header["pid"])
+    header["pid"] = int(header["pid"])
+    return header
+
+
+def parse_sglang_timestamp(line):
+    """The timestamp of an SGLang log line as ISO text (``2026-11-29T19:45:01`` or with ``.123``), else None.
+
+    SGLang logs local time without a zone; the text is returned as logged, not converted.
+    """
+    match = SGLANG_PREFIX_RE.match(line)
+    if not match:
+        return None
+    return match.group("date") + "T" + match.group("time")
+
+
+def last_timestamp(lines):
+    """(timestamp, line) of the last line carrying an SGLang prefix in ``lines``, else (None, None)."""
+    for line in reversed(lines):
+        found = parse_sglang_timestamp(line)
+        if found is not None:
+            return found, line
+    return None, None
+
+
+def _read_at(fd, offset, length):
+    """pread that tolerates short reads."""
+    chunks = []
+    while length > 0:
+        chunk = os.pread(fd, length, offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+        length -= len(chunk)
+    return b"".join(chunks)
+
+
+def split_header(first_bytes):
+    """(header line text or None, offset after it) from the first bytes of a file.
+
+    Without a newline in the first HEADER_MAX_BYTES there is no complete header: offset 0.
+    """
+    newline = first_bytes.find(b"\n")
+    if newline < 0:
+        return None, 0
+    return first_bytes[:newline].decode("utf-8", errors="replace"), newline + 1
+
+
+def tail_lines(tail_bytes, starts_at_line_boundary):
+    """Complete lines of a tail chunk; a partial first line is dropped unless the chunk starts a line."""
+    lines = tail_bytes.decode("utf-8", errors="replace").splitlines()
+    if lines and not starts_at_line_boundary:
+        lines = lines[1:]
+    return lines
+
+
+def read_log_summary(path, tail_bytes=TAIL_BYTES):
+    """Open ``path`` once and read its header and tail.
+
+    Returns dict: ``inode``, ``device``, ``size``, ``mtime`` (epoch), ``header_line`` (text or None),
+    ``header`` (dict or None), ``header_error`` (text or None), ``offset`` (byte after the header line; 0 without a valid header),
+    ``last_timestamp``, ``last_line``. Identity and size come from fstat of the same open file.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        size = info.st_size
+        first = _read_at(fd, 0, min(size, HEADER_MAX_BYTES))
+        header_line, offset = split_header(first)
+        header = None
+        header_error = None
+        if header_line is None:
+            header_error = "no complete first line in the first %d bytes" % HEADER_MAX_BYTES
+        else:
+            try:
+                header = parse_header_line(header_line)
+            except HeaderError as exc:
+                header_error = str(exc)
+                # Not a header: the first line is output like any other.
+                offset = 0
+        tail_start = max(offset, size - tail_bytes)
+        tail = _read_at(fd, tail_start, size - tail_start) if size > tail_start else b""
+        boundary = tail_start == offset or _read_at(fd, tail_start - 1, 1) == b"\n"
+    finally:
+        os.close(fd)
+    found, line = last_timestamp(tail_lines(tail, boundary))
+    return {
+        "inode": info.st_ino,
+        "device": info.st_dev,
+        "size": size,
+        "mtime": info.st_mtime,
+        "header_line": header_line,
+        "header": header,
+        "header_error": header_error,
+        "offset": offset,
+        "last_timestamp": found,
+        "last_line": line[:500] if line is not None else None,
+    }

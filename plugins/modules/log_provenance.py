@@ -1,0 +1,419 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: log_provenance
+short_description: Prove that a log file is the one a systemd unit's main process is writing right now
+description:
+  - Proves, from the kernel's and systemd's own state, that O(path) is the file the unit's MainPID writes now.
+  - The inode behind MainPID's stdout and stderr (C(/proc/<MainPID>/fd/1) and C(2)) must be the inode at O(path)
+    (after following symlinks such as C(current.log)). A deleted-and-recreated log, a replaced symlink, an old log
+    file, or output going elsewhere is caught, and the file the server really writes is named.
+  - The launcher's header line (first line of the file) must carry the unit's current InvocationID and MainPID
+    (and O(deployment_id) when given); the file's mtime must not be older than the invocation's start; no live
+    process outside the unit may have the file open for writing, nor a deleted file of the same name (each one is named).
+  - Reads only the header line and the last 64 KiB of the file, so its cost does not grow with the log's size.
+  - All collected facts are returned on failure too, next to RV(ignore:msg).
+version_added: 0.1.0
+author:
+  - llmops.serving contributors (!UNKNOWN)
+options:
+  name:
+    description:
+      - The systemd unit, for example C(sglang-qwen36.service). A name without a unit suffix gets C(.service).
+    type: str
+    required: true
+  path:
+    description:
+      - The log file, or the C(current.log) symlink that points at it.
+    type: path
+    required: true
+  deployment_id:
+    description:
+      - The deployment ID that was just deployed; the header's C(deployment_id) must equal it.
+    type: str
+  clock_slack:
+    description:
+      - Seconds the file's mtime may lie before the invocation's start (ExecMainStartTimestamp), for clock granularity.
+    type: float
+    default: 2.0
+extends_documentation_fragment:
+  - llmops.serving.attributes
+  - llmops.serving.attributes.read_only
+notes:
+  - Run it as root (C(become)) with C(CAP_SYS_PTRACE) so the file descriptors of every process can be read (Docker drops that
+    capability by default).
+  - C(changed) is always false.
+  - The header line is written by the llmops-serving launcher as
+    C(# llmops-serving instance=... deployment_id=... invocation_id=... pid=... started_at=... unit=...).
+seealso:
+  - module: llmops.serving.service_provenance
+"""
+
+EXAMPLES = r"""
+- name: Prove that current.log is what the running server writes
+  llmops.serving.log_provenance:
+    name: sglang-qwen36.service
+    path: /var/log/llmops-serving/qwen36/current.log
+    deployment_id: "{{ sglang_deployment_id }}"
+  register: server_log
+
+- name: Read only this invocation's output (from the byte after the header)
+  ansible.builtin.command:
+    cmd: "tail -c +{{ server_log.offset + 1 }} {{ server_log.path }}"
+  changed_when: false
+"""
+
+RETURN = r"""
+path:
+  description: O(path) with every symlink resolved.
+  returned: always
+  type: str
+  sample: /var/log/llmops-serving/qwen36/20261129T194501Z-6f1c3e0b9a8d4c2e8f7a6b5c4d3e2f10.log
+inode:
+  description: Inode of the file at RV(path); null when it does not exist.
+  returned: always
+  type: int
+  sample: 1835015
+header:
+  description: The parsed header line (unknown extra keys are kept); null when the first line is not a header.
+  returned: always
+  type: dict
+  contains:
+    instance:
+      description: Instance name.
+      type: str
+      sample: qwen36
+    deployment_id:
+      description: Deployment ID the launcher was started with.
+      type: str
+      sample: 3f5a0c9d1e7b2a4c6d8e0f1a3b5c7d9e1f2a4b6c8d0e2f4a6b8c0d2e4f6a8b0c
+    invocation_id:
+      description: systemd InvocationID of that start.
+      type: str
+      sample: 6f1c3e0b9a8d4c2e8f7a6b5c4d3e2f10
+    pid:
+      description: PID of the launcher, which became the server by exec.
+      type: int
+      sample: 4711
+    started_at:
+      description: When the launcher started, ISO 8601 UTC.
+      type: str
+      sample: "2026-11-29T19:45:01Z"
+    unit:
+      description: The unit name.
+      type: str
+      sample: sglang-qwen36.service
+header_error:
+  description: Why the first line is not a valid header; null when it is.
+  returned: always
+  type: str
+  sample: null
+offset:
+  description: Byte offset where the current invocation's output begins (right after the header line).
+  returned: always
+  type: int
+  sample: 196
+size:
+  description: Size of the file in bytes.
+  returned: always
+  type: int
+  sample: 1048576
+mtime:
+  description: Last modification of the file, ISO 8601 UTC.
+  returned: always
+  type: str
+  sample: "2026-11-29T19:52:13Z"
+last_timestamp:
+  description: Timestamp of the last line with SGLang's C([YYYY-MM-DD HH:MM:SS ...]) prefix in the file's tail, as logged
+    (server local time, no zone); null when the tail has none.
+  returned: always
+  type: str
+  sample: "2026-11-29T19:52:13"
+last_line:
+  description: That line (shortened to 500 characters).
+  returned: always
+  type: str
+  sample: "[2026-11-29 19:52:13 TP0] Decode batch, #running-req: 1, #full token: 257, accept len: 2.83, gen throughput (token/s): 93.65, #queue-req: 0"
+unit:
+  description: What systemd says about the unit (see M(llmops.serving.service_provenance) for the keys).
+  returned: always
+  type: dict
+  sample:
+    name: sglang-qwen36.service
+    active_state: active
+    main_pid: 4711
+    invocation_id: 6f1c3e0b9a8d4c2e8f7a6b5c4d3e2f10
+main_pid_output:
+  description: Where MainPID's stdout and stderr go (the readlink text of fd 1 and 2; C( (deleted)) marks a deleted file).
+  returned: always
+  type: dict
+  contains:
+    stdout:
+      description: Target of fd 1.
+      type: str
+    stderr:
+      description: Target of fd 2.
+      type: str
+  sample:
+    stdout: /var/log/llmops-serving/qwen36/20261129T194501Z-6f1c3e0b9a8d4c2e8f7a6b5c4d3e2f10.log
+    stderr: /var/log/llmops-serving/qwen36/20261129T194501Z-6f1c3e0b9a8d4c2e8f7a6b5c4d3e2f10.log
+writers:
+  description: Every process with the file (or a deleted file of the same name) open for writing.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    pid:
+      description: PID.
+      type: int
+    fd:
+      description: The file descriptor.
+      type: int
+    target:
+      description: The fd's link text.
+      type: str
+    cmdline:
+      description: Command line.
+      type: str
+    comm:
+      description: Process name from C(/proc/<pid>/stat).
+      type: str
+    started_at:
+      description: Start time, ISO 8601 UTC.
+      type: str
+    cgroup:
+      description: Its systemd cgroup path.
+      type: str
+    in_unit:
+      description: Whether it lives in the unit's cgroup.
+      type: bool
+  sample: []
+strays:
+  description: Writers outside the unit, with the reason.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - pid: 4242
+      cmdline: python3 -m sglang.launch_server --port 30000
+      started_at: "2026-11-29T19:40:02Z"
+      cgroup: /user.slice/user-0.slice/session-3.scope
+      reason: writes to a deleted file that was /var/log/llmops-serving/qwen36/20261129T194501Z-6f1c3e0b9a8d4c2e8f7a6b5c4d3e2f10.log
+problems:
+  description: Every reason for failure, one sentence each.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmops.serving.plugins.module_utils import log_header
+from ansible_collections.llmops.serving.plugins.module_utils import procfs
+from ansible_collections.llmops.serving.plugins.module_utils import systemd_show
+
+
+def fd_phrase(fds):
+    return "fd %s" % fds[0] if len(fds) == 1 else "fds %s" % " and ".join(str(fd) for fd in fds)
+
+
+class LogProvenance:
+    """Collects the facts about one log file and the unit that should write it, and the problems they show."""
+
+    def __init__(self, unit, path, resolved):
+        self.unit = unit
+        self.name = unit["name"]
+        self.path = path
+        self.resolved = resolved
+        self.btime = procfs.read_btime()
+        self.ticks = procfs.clock_ticks_per_second()
+        self.problems = []
+        self.strays = []
+        self.summary = None
+
+    def describe(self, pid):
+        return systemd_show.describe_member(pid, self.unit["control_group"], btime=self.btime, ticks_per_second=self.ticks)
+
+    def unit_running(self):
+        unit = self.unit
+        if unit["active_state"] == "active" and unit["main_pid"] > 0:
+            return True
+        self.problems.append(
+            "%s is not running (LoadState=%s, ActiveState=%s, SubState=%s, MainPID=%s): no process of the unit writes %s, so "
+            "it is not the log of a running server. Read `journalctl -u %s -n 50`." % (
+                self.name, unit["load_state"], unit["active_state"], unit["sub_state"], unit["main_pid"], self.path, self.name))
+        return False
+
+    def read_file(self):
+        try:
+            self.summary = log_header.read_log_summary(self.resolved)
+        except FileNotFoundError:
+            self.problems.append("%s does not exist%s." % (
+                self.path, "" if self.path == self.resolved else " (it resolves to %s)" % self.resolved))
+        except OSError as exc:
+            self.problems.append("cannot read %s: %s." % (self.resolved, exc))
+        return self.summary
+
+    def old_log_hint(self):
+        header = (self.summary or {}).get("header")
+        if not header:
+            return ""
+        return " (its header names invocation %s, PID %s, started %s)" % (header["invocation_id"], header["pid"], header["started_at"])
+
+    def check_main_pid_output(self):
+        """MainPID's fds 1 and 2 must point at the inode at path. Returns {"stdout": link, "stderr": link}."""
+        main_pid = self.unit["main_pid"]
+        links = {}
+        by_target = {}
+        for fd in (1, 2):
+            target = procfs.fd_link(main_pid, fd)
+            links[fd] = target
+            if target is not None and not target.startswith("/"):
+                # socket:[N], pipe:[N], anon_inode:...: not a file, whatever its inode.
+                by_target.setdefault((target, None), []).append(fd)
+                continue
+            stat_result = procfs.fd_stat(main_pid, fd)
+            if target is None or stat_result is None:
+                self.problems.append("cannot read fd %d of MainPID %s (process gone, or not root)." % (fd, main_pid))
+                continue
+            if self.summary is not None and procfs.file_identity(stat_result) == ("file", self.summary["device"], self.summary["inode"]):
+                continue
+            by_target.setdefault((target, stat_result.st_ino), []).append(fd)
+        where = "%s (inode %s)" % (self.resolved, self.summary["inode"]) if self.summary else self.resolved
+        for (target, inode), fds in sorted(by_target.items(), key=lambda item: item[1]):
+            if target.endswith(procfs.DELETED_SUFFIX):
+                self.problems.append(
+                    "the unit writes to a deleted file: MainPID %s's %s -> '%s' (inode %d), not to %s. The log was deleted and "
+                    "re-created while the server kept writing to the old inode, so %s does not show what the server says now; "
+                    "its output survives only behind /proc/%s/fd/%d. Restart %s for a fresh log, and never delete a log "
+                    "that is open." % (main_pid, fd_phrase(fds), target, inode, where, self.path, main_pid, fds[0], self.name))
+            elif target.startswith("/"):
+                self.problems.append(
+                    "%s is not the file MainPID %s writes now: its %s go%s to %s (inode %d). %s is an old log%s; read %s "
+                    "(or the unit's current.log) instead." % (
+                        where, main_pid, fd_phrase(fds), "" if len(fds) > 1 else "es", target, inode, self.path,
+                        self.old_log_hint(), target))
+            else:
+                self.problems.append(
+                    "MainPID %s's %s go%s to %s, not to a log file: %s was not started through the llmops-serving launcher, "
+                    "so its output is not in %s." % (main_pid, fd_phrase(fds), "" if len(fds) > 1 else "es", target, self.name, self.path))
+        return {"stdout": links[1], "stderr": links[2]}
+
+    def check_header(self, expected_deployment):
+        summary = self.summary
+        header = summary["header"]
+        if header is None:
+            self.problems.append(
+                "the first line of %s is not an llmops-serving header (%s): the launcher did not create this file "
+                "(re-created by hand?), so nothing ties it to an invocation." % (self.resolved, summary["header_error"]))
+            return
+        if header["invocation_id"] != self.unit["invocation_id"]:
+            self.problems.append(
+                "%s belongs to invocation %s (PID %s, started %s), but %s now runs invocation %s (MainPID %s): it is the log "
+                "of another start." % (
+                    self.resolved, header["invocation_id"], header["pid"], header["started_at"], self.name,
+                    self.unit["invocation_id"] or "none", self.unit["main_pid"]))
+        elif header["pid"] != self.unit["main_pid"]:
+            self.problems.append(
+                "the header of %s names PID %s, but %s's MainPID is %s: the launcher did not exec the server (or the main "
+                "process changed), so the header's PID is not the server's." % (self.resolved, header["pid"], self.name, self.unit["main_pid"]))
+        if header.get("unit") != self.name:
+            self.problems.append("the header of %s names unit %s, not %s." % (self.resolved, header.get("unit"), self.name))
+        if expected_deployment and header["deployment_id"] != expected_deployment:
+            self.problems.append(
+                "%s was written for deployment %s, not %s that was just deployed: the unit was not restarted after the "
+                "change." % (self.resolved, header["deployment_id"], expected_deployment))
+
+    def check_mtime(self, slack):
+        start = self.unit["exec_main_start_epoch"]
+        if start is None or self.summary["mtime"] >= start - slack:
+            return
+        self.problems.append(
+            "%s was last written at %s, before the current invocation of %s started at %s: it is an old log that nobody "
+            "writes now." % (self.resolved, procfs.iso_utc(self.summary["mtime"]), self.name, self.unit["exec_main_start_timestamp"]))
+
+    def check_writers(self):
+        identity = ("file", self.summary["device"], self.summary["inode"]) if self.summary else None
+        deleted_twin = self.resolved + procfs.DELETED_SUFFIX
+        own = os.getpid()
+        pids = [pid for pid in procfs.list_pids() if pid != own]
+        writers = []
+        outside = {}
+        for holder in procfs.writers_of(identity, pids=pids, link_targets=[deleted_twin]):
+            facts = self.describe(holder["pid"])
+            writers.append(dict(facts, fd=holder["fd"], target=holder["target"]))
+            if not facts["in_unit"]:
+                key = (holder["pid"], holder["target"] == deleted_twin)
+                outside.setdefault(key, (facts, []))[1].append(holder["fd"])
+        for (pid, deleted), (facts, fds) in sorted(outside.items()):
+            phrase = systemd_show.process_phrase(facts)
+            advice = systemd_show.STOP_ADVICE % pid
+            cgroup = facts["cgroup"] or "unknown"
+            stray = dict((key, facts.get(key)) for key in ("pid", "cmdline", "started_at", "cgroup"))
+            if deleted:
+                stray["reason"] = "writes to a deleted file that was %s" % self.resolved
+                self.problems.append(
+                    "%s, outside %s (cgroup %s), still writes to a deleted file that was %s (%s -> '%s'): a server left over "
+                    "from before the log was re-created; what it writes can no longer be read by name. %s" % (
+                        phrase, self.name, cgroup, self.resolved, fd_phrase(fds), deleted_twin, advice))
+            else:
+                stray["reason"] = "has %s open for writing outside %s" % (self.resolved, self.name)
+                self.problems.append(
+                    "%s, outside %s (cgroup %s), has %s open for writing (%s): a process started by hand (nohup?) writes into "
+                    "this log and mixes its output with the unit's. %s" % (phrase, self.name, cgroup, self.resolved, fd_phrase(fds), advice))
+            self.strays.append(stray)
+        return writers
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str", required=True),
+            path=dict(type="path", required=True),
+            deployment_id=dict(type="str"),
+            clock_slack=dict(type="float", default=2.0),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    name = systemd_show.unit_name(params["name"])
+    if os.geteuid() != 0:
+        module.warn("not running as root: other users' processes cannot be inspected, so writers may go unseen; use become.")
+    try:
+        unit = systemd_show.show_unit(module.run_command, name)
+    except systemd_show.SystemdError as exc:
+        module.fail_json(msg="cannot ask systemd about %s: %s" % (name, exc), unit=None)
+
+    resolved = os.path.realpath(params["path"])
+    check = LogProvenance(unit, params["path"], resolved)
+    running = check.unit_running()
+    summary = check.read_file()
+    result = dict(changed=False, path=resolved, inode=None, header=None, header_error=None, offset=None, size=None, mtime=None,
+                  last_timestamp=None, last_line=None, unit=unit, main_pid_output=None, writers=[], strays=[], problems=[])
+    if running:
+        result["main_pid_output"] = check.check_main_pid_output()
+    if summary is not None:
+        for key in ("inode", "header", "header_error", "offset", "size", "last_timestamp", "last_line"):
+            result[key] = summary[key]
+        result["mtime"] = procfs.iso_utc(summary["mtime"])
+        if running:
+            check.check_header(params["deployment_id"])
+            check.check_mtime(params["clock_slack"])
+    result["writers"] = check.check_writers()
+    result["strays"] = check.strays
+    result["problems"] = check.problems
+    if check.problems:
+        module.fail_json(msg=systemd_show.join_problems(check.problems), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,460 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: service_provenance
+short_description: Prove that a systemd unit's current invocation is what serves the port and holds the GPUs
+description:
+  - Reads the unit's state with C(systemctl show) (ActiveState, SubState, MainPID, InvocationID, ExecMainStartTimestamp,
+    ControlGroup) and the kernel's view from C(/proc) directly; C(ss), C(lsof) and C(nvidia-smi) are not needed.
+  - Fails, naming the culprit process (PID, command line, start time, cgroup), when the unit is not active, when its
+    running invocation belongs to another deployment, when the TCP listener on O(port) (IPv4 or IPv6) is a process
+    outside the unit's cgroup (for example a server started by hand with nohup), when a process outside the unit holds
+    a GPU device node, or when the invocation ID equals O(previous_invocation_id) (a restart that did not happen).
+  - All collected facts are returned on failure too, next to RV(ignore:msg).
+  - Reads only one variable, C(LLMOPS_DEPLOYMENT_ID), from the main process's environment; nothing else from it is
+    returned or logged (the environment holds secrets).
+version_added: 0.1.0
+author:
+  - llmops.serving contributors (!UNKNOWN)
+options:
+  name:
+    description:
+      - The systemd unit, for example C(sglang-qwen36.service). A name without a unit suffix gets C(.service).
+    type: str
+    required: true
+  port:
+    description:
+      - TCP port the server must be listening on. Every LISTEN socket on this port, IPv4 and IPv6 (including
+        v4-mapped), must belong to a process in the unit's cgroup.
+      - When omitted, the listener is not checked.
+    type: int
+  deployment_id:
+    description:
+      - The deployment ID that was just deployed. The running invocation's C(LLMOPS_DEPLOYMENT_ID) (from the main
+        process's environment) must equal it.
+      - When omitted, the running invocation's ID is only returned.
+    type: str
+  previous_invocation_id:
+    description:
+      - The unit's InvocationID before a restart that should have happened. The module fails when the current
+        InvocationID is the same.
+    type: str
+  gpu_devices:
+    description:
+      - Glob patterns of GPU device nodes. A process outside the unit with any of them open is a stray.
+      - Nodes are compared by device number, so a second node for the same device is recognised too.
+    type: list
+    elements: str
+    default: ['/dev/nvidia[0-9]*', '/dev/nvidiactl', '/dev/nvidia-uvm', '/dev/nvidia-uvm-tools']
+  allow_strays:
+    description:
+      - Report GPU device holders outside the unit in RV(strays) without failing (for example a second, deliberate
+        server on the same host).
+      - A listener on O(port) outside the unit always fails.
+    type: bool
+    default: false
+extends_documentation_fragment:
+  - llmops.serving.attributes
+  - llmops.serving.attributes.read_only
+notes:
+  - Run it as root (C(become)) with C(CAP_SYS_PTRACE), which root has on a host and in an LXC container but not in a Docker container
+    by default; without it the file descriptors of other users' processes cannot be read and
+    strays may go unseen (the module warns).
+  - Sockets are read from the network namespace the module runs in.
+  - C(changed) is always false.
+  - Process start times are computed from C(/proc/<pid>/stat) and the boot time; they are UTC, to the second.
+seealso:
+  - module: llmops.serving.log_provenance
+"""
+
+EXAMPLES = r"""
+- name: Prove that sglang-qwen36 is what serves port 30000 for this deployment
+  llmops.serving.service_provenance:
+    name: sglang-qwen36.service
+    port: 30000
+    deployment_id: "{{ sglang_deployment_id }}"
+  register: provenance
+
+- name: After a restart, prove that it really restarted
+  llmops.serving.service_provenance:
+    name: sglang-qwen36.service
+    port: 30000
+    previous_invocation_id: "{{ before_restart.unit.invocation_id }}"
+
+- name: Only report GPU holders outside the unit
+  llmops.serving.service_provenance:
+    name: sglang-qwen36.service
+    allow_strays: true
+  register: gpu_report
+"""
+
+RETURN = r"""
+unit:
+  description: What systemd says about the unit.
+  returned: always
+  type: dict
+  contains:
+    name:
+      description: The unit's name (systemd's Id).
+      type: str
+      sample: sglang-qwen36.service
+    load_state:
+      description: LoadState (C(loaded), C(not-found), ...).
+      type: str
+      sample: loaded
+    active_state:
+      description: ActiveState.
+      type: str
+      sample: active
+    sub_state:
+      description: SubState.
+      type: str
+      sample: running
+    result:
+      description: Result of the last run (C(success), C(exit-code), ...).
+      type: str
+      sample: success
+    main_pid:
+      description: MainPID (0 when none).
+      type: int
+      sample: 4711
+    invocation_id:
+      description: InvocationID of the current (or last) run.
+      type: str
+      sample: 6f1c3e0b9a8d4c2e8f7a6b5c4d3e2f10
+    exec_main_start_timestamp:
+      description: When the main process was started, ISO 8601 UTC; null when never.
+      type: str
+      sample: "2026-11-29T19:45:01Z"
+    exec_main_start_epoch:
+      description: The same moment in seconds since the epoch; null when never.
+      type: float
+      sample: 1795981501.0
+    control_group:
+      description: The unit's cgroup (ControlGroup).
+      type: str
+      sample: /system.slice/sglang-qwen36.service
+    n_restarts:
+      description: How often systemd restarted the unit automatically (NRestarts), when systemd reports it.
+      type: int
+      sample: 0
+deployment_id:
+  description: C(LLMOPS_DEPLOYMENT_ID) of the running invocation (from MainPID's environment); null when not running or unset.
+  returned: always
+  type: str
+  sample: 3f5a0c9d1e7b2a4c6d8e0f1a3b5c7d9e1f2a4b6c8d0e2f4a6b8c0d2e4f6a8b0c
+listener:
+  description:
+    - The process listening on O(port); when several do, the first one outside the unit, else the first one.
+    - Null when O(port) is not given or nothing listens.
+  returned: always
+  type: dict
+  contains:
+    port:
+      description: The port.
+      type: int
+      sample: 30000
+    address:
+      description: The local address of the socket (IPv4, IPv6 or v4-mapped C(::ffff:a.b.c.d)).
+      type: str
+      sample: 0.0.0.0
+    family:
+      description: C(ipv4) or C(ipv6).
+      type: str
+      sample: ipv4
+    pid:
+      description: PID holding the socket; null when no visible process does.
+      type: int
+      sample: 4711
+    cmdline:
+      description: Its command line (shortened to 300 characters).
+      type: str
+      sample: /opt/sglang/bin/python -m sglang.launch_server --model-path /models/Qwen3.6-27B --port 30000
+    comm:
+      description: Its process name from C(/proc/<pid>/stat).
+      type: str
+      sample: python
+    started_at:
+      description: When it started, ISO 8601 UTC.
+      type: str
+      sample: "2026-11-29T19:45:01Z"
+    cgroup:
+      description: Its systemd cgroup path.
+      type: str
+      sample: /system.slice/sglang-qwen36.service
+    in_unit:
+      description: Whether it lives in the unit's cgroup.
+      type: bool
+      sample: true
+listeners:
+  description: Every LISTEN socket on O(port) with its holder (same keys as RV(listener)); empty without O(port).
+  returned: always
+  type: list
+  elements: dict
+  sample: []
+gpu_devices_found:
+  description: The device nodes that O(gpu_devices) matched on the host.
+  returned: always
+  type: list
+  elements: str
+  sample: [/dev/nvidia0, /dev/nvidia1, /dev/nvidiactl, /dev/nvidia-uvm]
+gpu_processes:
+  description: Every process with a GPU device node open.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    pid:
+      description: PID.
+      type: int
+    cmdline:
+      description: Command line.
+      type: str
+    comm:
+      description: Process name from C(/proc/<pid>/stat).
+      type: str
+    started_at:
+      description: Start time, ISO 8601 UTC.
+      type: str
+    cgroup:
+      description: Its systemd cgroup path.
+      type: str
+    in_unit:
+      description: Whether it lives in the unit's cgroup.
+      type: bool
+    devices:
+      description: The device nodes it holds (as matched by O(gpu_devices)).
+      type: list
+      elements: str
+  sample:
+    - pid: 4790
+      cmdline: sglang::scheduler_TP0
+      started_at: "2026-11-29T19:45:09Z"
+      cgroup: /system.slice/sglang-qwen36.service
+      in_unit: true
+      devices: [/dev/nvidia0, /dev/nvidiactl, /dev/nvidia-uvm]
+strays:
+  description: Processes outside the unit that listen on O(port) or hold a GPU device node.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    pid:
+      description: PID.
+      type: int
+    cmdline:
+      description: Command line.
+      type: str
+    started_at:
+      description: Start time, ISO 8601 UTC.
+      type: str
+    cgroup:
+      description: Its systemd cgroup path.
+      type: str
+    reason:
+      description: Why it is a stray.
+      type: str
+  sample:
+    - pid: 4242
+      cmdline: python3 -m sglang.launch_server --port 30000
+      started_at: "2026-11-29T19:40:02Z"
+      cgroup: /user.slice/user-0.slice/session-3.scope
+      reason: listens on port 30000 (0.0.0.0) outside sglang-qwen36.service
+problems:
+  description: Every reason for failure, one sentence each; the first is RV(ignore:msg)'s start.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+"""
+
+import glob
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmops.serving.plugins.module_utils import procfs
+from ansible_collections.llmops.serving.plugins.module_utils import systemd_show
+
+DEFAULT_GPU_DEVICES = ["/dev/nvidia[0-9]*", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+
+
+def find_gpu_devices(patterns):
+    """{identity: path} of the device nodes matching ``patterns`` (first path wins for one device)."""
+    identities = {}
+    for pattern in patterns:
+        for path in sorted(glob.glob(pattern)):
+            try:
+                identity = procfs.file_identity(os.stat(path))
+            except OSError:
+                continue
+            identities.setdefault(identity, path)
+    return identities
+
+
+class ServiceProvenance:
+    """Collects the facts for one unit and the problems they show."""
+
+    def __init__(self, unit):
+        self.unit = unit
+        self.name = unit["name"]
+        self.control_group = unit["control_group"]
+        self.btime = procfs.read_btime()
+        self.ticks = procfs.clock_ticks_per_second()
+        own = os.getpid()
+        self.pids = [pid for pid in procfs.list_pids() if pid != own]
+        self.problems = []
+        self.strays = []
+
+    def describe(self, pid):
+        return systemd_show.describe_member(pid, self.control_group, btime=self.btime, ticks_per_second=self.ticks)
+
+    def add_stray(self, facts, reason):
+        stray = dict((key, facts.get(key)) for key in ("pid", "cmdline", "started_at", "cgroup"))
+        stray["reason"] = reason
+        self.strays.append(stray)
+
+    def unit_running(self):
+        unit = self.unit
+        if unit["load_state"] != "loaded":
+            self.problems.append(
+                "%s is not loaded (LoadState=%s): is the name right, and was the unit installed on this host?" % (self.name, unit["load_state"]))
+            return False
+        if unit["active_state"] != "active" or unit["main_pid"] <= 0:
+            self.problems.append(
+                "%s is not running (ActiveState=%s, SubState=%s, Result=%s, MainPID=%s): the server is down or failed to start. "
+                "Read `journalctl -u %s -n 50` and the unit's newest log file." % (
+                    self.name, unit["active_state"], unit["sub_state"], unit["result"] or "?", unit["main_pid"], self.name))
+            return False
+        return True
+
+    def check_deployment(self, expected):
+        main = self.describe(self.unit["main_pid"])
+        running_id = procfs.read_deployment_id(self.unit["main_pid"])
+        if expected:
+            if running_id is None:
+                self.problems.append(
+                    "the running invocation %s of %s (main %s) has no LLMOPS_DEPLOYMENT_ID in its environment: it was not started "
+                    "with this collection's deployment.env, so it cannot be the deployment %s." % (
+                        self.unit["invocation_id"], self.name, systemd_show.process_phrase(main), expected))
+            elif running_id != expected:
+                self.problems.append(
+                    "the running invocation %s of %s (main %s) belongs to deployment %s, not to %s that was just deployed: the unit "
+                    "was not restarted after the change. Restart it with systemctl and check again." % (
+                        self.unit["invocation_id"], self.name, systemd_show.process_phrase(main), running_id, expected))
+        return running_id
+
+    def check_restart(self, previous):
+        if previous and previous == self.unit["invocation_id"]:
+            main = self.describe(self.unit["main_pid"])
+            self.problems.append(
+                "the restart did not happen: %s still runs invocation %s, the same as before (main %s)." % (
+                    self.name, previous, systemd_show.process_phrase(main)))
+
+    def check_listener(self, port, unit_running):
+        sockets = procfs.listening_sockets(port=port)
+        owners = procfs.socket_owners([entry["inode"] for entry in sockets], pids=self.pids)
+        listeners = []
+        outside_addresses = {}
+        for entry in sockets:
+            base = {"port": port, "address": entry["address"], "family": entry["family"]}
+            if not owners[entry["inode"]]:
+                listeners.append(dict(base, pid=None, cmdline=None, started_at=None, cgroup=None, in_unit=False))
+                self.problems.append(
+                    "port %d (%s) is held by socket inode %d whose process is not visible in /proc (another PID namespace, "
+                    "or /proc not readable: run as root with CAP_SYS_PTRACE), so nothing proves %s serves it."
+                    % (port, entry["address"], entry["inode"], self.name))
+                continue
+            for pid in owners[entry["inode"]]:
+                facts = self.describe(pid)
+                listeners.append(dict(base, **facts))
+                if not facts["in_unit"]:
+                    outside_addresses.setdefault(pid, (facts, []))[1].append(entry["address"])
+        # One stray and one sentence per process, however many sockets (IPv4 and IPv6) it holds on the port.
+        for pid, (facts, addresses) in sorted(outside_addresses.items()):
+            self.add_stray(facts, "listens on port %d (%s) outside %s" % (port, ", ".join(addresses), self.name))
+            self.problems.append(
+                "port %d is held by %s, which is outside %s (cgroup %s). A server started by hand (nohup?) is answering "
+                "instead of the unit. %s" % (
+                    port, systemd_show.process_phrase(facts), self.name, facts["cgroup"] or "unknown", systemd_show.STOP_ADVICE % pid))
+        if not listeners and unit_running:
+            self.problems.append(
+                "nothing listens on TCP port %d although %s is active (MainPID %s): the server is still loading, crashed in a "
+                "worker, or listens on another port. Read the unit's current log." % (port, self.name, self.unit["main_pid"]))
+        outside = [entry for entry in listeners if not entry["in_unit"]]
+        primary = (outside or listeners or [None])[0]
+        return primary, listeners
+
+    def check_gpus(self, patterns, allow_strays):
+        devices = find_gpu_devices(patterns)
+        holders = procfs.processes_holding(devices.keys(), pids=self.pids)
+        held = {}
+        for holder in holders:
+            paths = held.setdefault(holder["pid"], [])
+            path = devices[holder["identity"]]
+            if path not in paths:
+                paths.append(path)
+        gpu_processes = []
+        for pid in sorted(held):
+            facts = self.describe(pid)
+            facts["devices"] = held[pid]
+            gpu_processes.append(facts)
+            if facts["in_unit"]:
+                continue
+            self.add_stray(facts, "holds %s outside %s" % (", ".join(held[pid]), self.name))
+            if not allow_strays:
+                self.problems.append(
+                    "%s holds %s but is outside %s (cgroup %s): it takes GPU memory the server needs (a leftover server or "
+                    "worker?). %s" % (
+                        systemd_show.process_phrase(facts), ", ".join(held[pid]), self.name, facts["cgroup"] or "unknown",
+                        systemd_show.STOP_ADVICE % pid))
+        return sorted(set(devices.values())), gpu_processes
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str", required=True),
+            port=dict(type="int"),
+            deployment_id=dict(type="str"),
+            previous_invocation_id=dict(type="str"),
+            gpu_devices=dict(type="list", elements="str", default=list(DEFAULT_GPU_DEVICES)),
+            allow_strays=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    name = systemd_show.unit_name(params["name"])
+    if params["port"] is not None and not 0 < params["port"] < 65536:
+        module.fail_json(msg="port must be between 1 and 65535, got %d" % params["port"])
+    if os.geteuid() != 0:
+        module.warn("not running as root: other users' processes cannot be inspected, so strays may go unseen; use become.")
+    try:
+        unit = systemd_show.show_unit(module.run_command, name)
+    except systemd_show.SystemdError as exc:
+        module.fail_json(msg="cannot ask systemd about %s: %s" % (name, exc), unit=None)
+
+    check = ServiceProvenance(unit)
+    result = dict(changed=False, unit=unit, deployment_id=None, listener=None, listeners=[], gpu_devices_found=[],
+                  gpu_processes=[], strays=[], problems=[])
+    running = check.unit_running()
+    if running:
+        result["deployment_id"] = check.check_deployment(params["deployment_id"])
+        check.check_restart(params["previous_invocation_id"])
+    if params["port"] is not None:
+        result["listener"], result["listeners"] = check.check_listener(params["port"], running)
+    result["gpu_devices_found"], result["gpu_processes"] = check.check_gpus(params["gpu_devices"], params["allow_strays"])
+    result["strays"] = check.strays
+    result["problems"] = check.problems
+    if check.problems:
+        module.fail_json(msg=systemd_show.join_problems(check.problems), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
