@@ -1,0 +1,202 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The launcher process: parses SGLang's command line, forks the titled children, serves HTTP, handles signals.
+
+Startup order follows SGLang: `server_args=` line, schedulers and detokenizer start, each scheduler loads and
+reports ready, uvicorn starts (the port opens here), a warm-up request runs, then `The server is fired up and
+ready to roll!` is printed as /health turns 200.
+"""
+from __future__ import annotations
+
+import os
+import select
+import shlex
+import signal
+import sys
+import threading
+import time
+
+from sglang_sim import cli, knobs as knobs_mod, logfmt, procs, startup
+from sglang_sim.http_api import ServerState, make_server
+from sglang_sim.scheduler import Scheduler
+
+GRACEFUL_DRAIN_SECONDS = 60
+
+
+class Launcher:
+    def __init__(self, args: dict, knobs, launch_command: str):
+        self.args = args
+        self.knobs = knobs
+        self.launch_command = launch_command
+        self.children = {}
+        self.sigterm = threading.Event()
+        self.ready_children = set()
+
+    # ---- signals ------------------------------------------------------------------------------------------------
+    def _on_sigquit(self, signum, frame):
+        logfmt.log("Received sigquit from a child process. It usually means the child failed.")
+        self.kill_process_tree(include_parent=True)
+
+    def _on_sigchld(self, signum, frame):
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            title = self.children.pop(pid, None)
+            if status != 0:
+                logfmt.log("Child process unexpectedly failed with an exit code %d. pid=%d" % (status, pid))
+            if title and title.startswith("sglang::scheduler") and pid in self.ready_children and hasattr(self, "state"):
+                self.state.status = "UnHealthy"
+
+    def _on_sigterm(self, signum, frame):
+        if not self.sigterm.is_set():
+            logfmt.log("SIGTERM received. signum=%s frame=%s. Draining requests and shutting down..." % (signum, frame))
+        self.sigterm.set()
+
+    def kill_process_tree(self, include_parent: bool):
+        for pid in list(self.children):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if include_parent:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    # ---- phases -------------------------------------------------------------------------------------------------
+    def spawn_children(self, start: float):
+        ready_fds = []
+        for rank in range(self.args["tp_size"]):
+            read_fd, write_fd = os.pipe()
+
+            def body(parent_pid, rank=rank, write_fd=write_fd, read_fd=read_fd):
+                os.close(read_fd)
+                code = startup.run_scheduler_rank(rank, self.args, self.knobs, write_fd, start, parent_pid)
+                if code:
+                    return code
+                return procs.idle_until_parent_dies(parent_pid)
+
+            title = "sglang::scheduler_TP%d" % rank
+            pid = procs.spawn(title, body, self.knobs.has("ignore-sigterm"))
+            os.close(write_fd)
+            self.children[pid] = title
+            ready_fds.append((read_fd, pid))
+        pid = procs.spawn("sglang::detokenizer", procs.idle_until_parent_dies, self.knobs.has("ignore-sigterm"))
+        self.children[pid] = "sglang::detokenizer"
+        return ready_fds
+
+    def wait_for_schedulers(self, ready_fds) -> bool:
+        pending = dict(ready_fds)
+        while pending:
+            if self.sigterm.is_set():
+                return False
+            try:
+                readable = select.select(list(pending), [], [], 0.2)[0]
+            except InterruptedError:
+                continue
+            for fd in readable:
+                data = os.read(fd, 64)
+                os.close(fd)
+                pid = pending.pop(fd)
+                if not data.startswith(b"ready"):
+                    # The rank died before it was ready; SGLang's launcher reports it this way.
+                    logfmt.log("Rank %d scheduler is dead. Please check if there are relevant logs." % len(self.ready_children))
+                    return False
+                self.ready_children.add(pid)
+        return True
+
+    def serve(self, max_total_num_tokens: int) -> int:
+        scheduler = Scheduler(self.args, self.knobs, max_total_num_tokens)
+        self.state = ServerState(self.args, self.knobs, scheduler, self.launch_command, max_total_num_tokens)
+        try:
+            server = make_server(self.state)
+        except OSError as error:
+            logfmt.log("Failed to bind %s:%d: %s" % (self.args["host"], self.args["port"], error))
+            self.kill_process_tree(include_parent=False)
+            return 1
+        scheduler.start()
+        if not self.knobs.has("ignore-sigterm"):
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="sim-http", daemon=True).start()
+        logfmt.log_uvicorn("Started server process [%d]" % os.getpid())
+        logfmt.log_uvicorn("Waiting for application startup.")
+        logfmt.log_uvicorn("Application startup complete.")
+        logfmt.log_uvicorn("Uvicorn running on http://%s:%d (Press CTRL+C to quit)" % (self.args["host"], self.args["port"]))
+        if not self.knobs.has("never-ready"):
+            self.warm_up(scheduler)
+        while not self.sigterm.wait(0.2):
+            pass
+        return self.shutdown(server, scheduler)
+
+    def warm_up(self, scheduler):
+        client = "127.0.0.1:%d" % (40000 + os.getpid() % 20000)
+        logfmt.log_access(client, "GET /model_info HTTP/1.1", 200, "OK")
+        request = scheduler.build_request({"messages": [{"role": "user", "content": "The capital city of France is"}],
+                                           "chat_template_kwargs": {"enable_thinking": False}}, 8, False)
+        scheduler.submit(request)
+        remaining = self.knobs.startup_seconds * (1 - startup.PHASES["ready"])
+        deadline = time.time() + max(0.0, remaining)
+        while not request.done.wait(0.05):
+            if self.sigterm.is_set():
+                return
+        delay = deadline - time.time()
+        if delay > 0 and not self.sigterm.wait(delay):
+            pass
+        if self.sigterm.is_set():
+            return
+        logfmt.log_access(client, "POST /generate HTTP/1.1", 200, "OK")
+        self.state.status = "Up"
+        logfmt.log("The server is fired up and ready to roll!")
+
+    def shutdown(self, server, scheduler) -> int:
+        self.state.gracefully_exit = True
+        deadline = time.time() + GRACEFUL_DRAIN_SECONDS
+        while (scheduler.running or scheduler.waiting) and time.time() < deadline:
+            time.sleep(0.05)
+        logfmt.log("Gracefully exiting... Remaining number of requests %d." % (len(scheduler.running) + len(scheduler.waiting)))
+        scheduler.stop()
+        server.shutdown()
+        server.server_close()
+        # SGLang ends with kill_process_tree(include_parent=True): the launcher dies of its own SIGKILL (status 137).
+        self.kill_process_tree(include_parent=self.knobs.sigterm_exit == "sigkill")
+        return 0
+
+    def run(self) -> int:
+        signal.signal(signal.SIGQUIT, self._on_sigquit)
+        signal.signal(signal.SIGCHLD, self._on_sigchld)
+        # Until the HTTP server runs, SIGTERM has its default action (SGLang installs its draining handler with the
+        # tokenizer manager's event loop); the children then die of PR_SET_PDEATHSIG.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN if self.knobs.has("ignore-sigterm") else signal.SIG_DFL)
+        start = time.time()
+        logfmt.log("server_args=%r" % (dict(self.args),))
+        ready_fds = self.spawn_children(start)
+        if not self.wait_for_schedulers(ready_fds):
+            self.kill_process_tree(include_parent=False)
+            return 1
+        plan = startup.memory_plan(self.args)
+        return self.serve(plan["kv_tokens"])
+
+
+def launch_command_of(argv) -> str:
+    original = getattr(sys, "orig_argv", None) or [sys.executable] + list(argv)
+    return shlex.join(original) if hasattr(shlex, "join") else " ".join(shlex.quote(part) for part in original)
+
+
+def main(argv=None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    sglang_argv, sim_argv = knobs_mod.split_sim_argv(argv)
+    knobs = knobs_mod.load_knobs(sim_argv)
+    namespace = cli.parse_server_args(sglang_argv)
+    args = cli.resolve_server_args(namespace)
+    launcher = Launcher(args, knobs, launch_command_of(argv))
+    sys.exit(launcher.run())
+
+
+if __name__ == "__main__":
+    main()

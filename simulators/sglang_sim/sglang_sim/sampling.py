@@ -1,0 +1,135 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Which sampling parameters count as the Qwen3.6 model card's, and the text the simulated model writes.
+
+Pure functions; the scheduler and HTTP layer call them. See README.md, "Degenerate mode", for the rules.
+"""
+from __future__ import annotations
+
+import random
+import re
+
+# Qwen3.6-27B model card (see /work/shared/reference/sglang.md): name -> (thinking, exact values, presence range).
+CARD_PROFILES = (
+    ("thinking-general", True, {"temperature": 1.0, "top_p": 0.95, "top_k": 20, "min_p": 0.0, "repetition_penalty": 1.0}, (0.0, 2.0)),
+    ("thinking-coding", True, {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "min_p": 0.0, "repetition_penalty": 1.0}, (0.0, 2.0)),
+    ("non-thinking", False, {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "min_p": 0.0, "repetition_penalty": 1.0}, (1.0, 2.0)),
+)
+FLOAT_TOLERANCE = 1e-3
+
+# SGLang's neutral sampling defaults (--sampling-defaults openai, or keys generation_config.json lacks).
+NEUTRAL_DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0,
+                    "presence_penalty": 0.0, "frequency_penalty": 0.0}
+# Keys --sampling-defaults model takes from generation_config.json; presence_penalty is never among them.
+MODEL_DEFAULT_KEYS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+
+# Per-draft-token acceptance probabilities: E[accept len] = 1 + p + p^2 + ... + p^steps.
+ACCEPT_PROB_HEALTHY = 0.85   # 3 steps: ~3.19 of 4
+ACCEPT_PROB_LOW = 0.25       # 3 steps: ~1.33 of 4
+ACCEPT_PROB_LOOP = 0.99      # 3 steps: ~3.94 of 4 (the draft head predicts the loop)
+
+_VOCABULARY = (
+    "the a an this that these those it its we they one two three several many each every other another some any "
+    "model server request token cache memory batch draft target layer head kernel graph stream queue prefix "
+    "answer question value result number sum check step case rule reason method idea example detail point "
+    "first second next then after before while because although therefore however also still only even just "
+    "compute verify measure compare consider note assume derive count add split merge sort filter return "
+    "quick careful simple clear exact small large early late new old common rare useful likely possible "
+    "addition arithmetic integer digit carry total equation operand proof claim premise conclusion statement "
+    "river mountain garden window kitchen library market harbor bridge station forest valley island desert "
+    "write read move hold keep turn open close start finish build test change follow lead bring carry find "
+    "quietly slowly directly roughly nearly exactly usually rarely often briefly finally simply clearly "
+    "because of in on at by for with from into over under between through during without within across "
+    "four five six seven eight nine ten twenty hundred thousand half quarter double triple single pair"
+).split()
+
+
+def _close(left, right) -> bool:
+    try:
+        return abs(float(left) - float(right)) <= FLOAT_TOLERANCE
+    except (TypeError, ValueError):
+        return False
+
+
+def thinking_enabled(request: dict) -> bool:
+    kwargs = request.get("chat_template_kwargs") or {}
+    value = kwargs.get("enable_thinking", kwargs.get("thinking", True)) if isinstance(kwargs, dict) else True
+    return value is not False
+
+
+def effective_sampling(request: dict, sampling_defaults: str, generation_config: dict) -> dict:
+    """The parameters the server samples with: the request's values, else the server's defaults."""
+    values = dict(NEUTRAL_DEFAULTS)
+    if sampling_defaults == "model":
+        for key in MODEL_DEFAULT_KEYS:
+            if generation_config.get(key) is not None:
+                values[key] = generation_config[key]
+    for key in list(NEUTRAL_DEFAULTS):
+        if request.get(key) is not None:
+            values[key] = request[key]
+    return values
+
+
+def card_profile(request: dict, sampling_defaults: str, generation_config: dict):
+    """The name of the card profile the effective parameters match, or None when they match none."""
+    thinking = thinking_enabled(request)
+    values = effective_sampling(request, sampling_defaults, generation_config)
+    for name, profile_thinking, exact, (presence_low, presence_high) in CARD_PROFILES:
+        if profile_thinking != thinking:
+            continue
+        if not all(_close(values[key], wanted) for key, wanted in exact.items()):
+            continue
+        try:
+            presence = float(values["presence_penalty"])
+        except (TypeError, ValueError):
+            continue
+        if presence_low - FLOAT_TOLERANCE <= presence <= presence_high + FLOAT_TOLERANCE:
+            return name
+    return None
+
+
+def last_user_text(messages) -> str:
+    for message in reversed(messages or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                content = " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+            return str(content or "")
+    return ""
+
+
+def loop_phrase(question: str) -> str:
+    """The sentence a looping model repeats: "The user's question is 2+2. " for "What is 2+2?"."""
+    words = re.sub(r"\s+", " ", question).strip()
+    words = re.sub(r"^(what|what's|how much|please|tell me|compute|calculate)\s+(is|are)?\s*", "", words, flags=re.I)
+    words = words.rstrip("?.! ") or "unclear"
+    return "The user's question is %s. " % " ".join(words.split()[:12])
+
+
+def loop_tokens(question: str, count: int):
+    phrase = loop_phrase(question).split(" ")
+    phrase = [word + " " for word in phrase if word]
+    return [phrase[index % len(phrase)] for index in range(count)]
+
+
+def varied_tokens(rng: random.Random, count: int):
+    """Sentences of words drawn at random: few repeated n-grams, high distinct-n."""
+    tokens = []
+    sentence_left = 0
+    for _index in range(count):
+        if sentence_left == 0:
+            sentence_left = rng.randint(6, 16)
+            word = rng.choice(_VOCABULARY).capitalize()
+        else:
+            word = rng.choice(_VOCABULARY)
+        sentence_left -= 1
+        tokens.append(word + ("." if sentence_left == 0 else "") + " ")
+    return tokens
+
+
+def count_prompt_tokens(messages) -> int:
+    text = " ".join(str(message.get("content", "")) for message in messages or [] if isinstance(message, dict))
+    # Roughly one token per word plus the chat template's role markers.
+    return len(text.split()) + 5 * max(1, len(messages or [])) + 3

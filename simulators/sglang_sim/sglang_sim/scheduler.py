@@ -1,0 +1,223 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A continuous-batching loop that stands in for SGLang's scheduler: it admits requests, runs simulated decode
+iterations with speculative acceptance, and writes the `Prefill batch, ...` / `Decode batch, ...` lines (TP0 tag).
+"""
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+import time
+import uuid
+from collections import deque
+
+from sglang_sim import logfmt, sampling
+
+THINK_OPEN = "<think>\n"
+THINK_CLOSE = "\n</think>\n\n"
+MAMBA_SLOTS_PER_REQUEST = 3
+
+
+class SimRequest:
+    """One generation: its planned token stream, its acceptance probability and its progress."""
+
+    def __init__(self, prompt_tokens, planned_tokens, max_new_tokens, accept_prob, looping, thinking):
+        self.rid = uuid.uuid4().hex
+        self.prompt_tokens = prompt_tokens
+        self.planned = planned_tokens
+        self.max_new_tokens = max_new_tokens
+        self.accept_prob = accept_prob
+        self.looping = looping
+        self.thinking = thinking
+        self.generated = 0
+        self.done = threading.Event()
+        self.created = time.time()
+
+    @property
+    def target(self) -> int:
+        return min(len(self.planned), self.max_new_tokens)
+
+    @property
+    def finish_reason(self) -> str:
+        return "stop" if len(self.planned) <= self.max_new_tokens else "length"
+
+    def text(self) -> str:
+        return "".join(self.planned[:self.generated]).rstrip(" ")
+
+
+class Scheduler:
+    def __init__(self, server_args: dict, knobs, max_total_num_tokens: int):
+        self.args = server_args
+        self.knobs = knobs
+        self.max_total_num_tokens = max_total_num_tokens
+        self.tag = logfmt.rank_tag(0, server_args["tp_size"])
+        self.spec_steps = server_args["speculative_num_steps"] if server_args["speculative_algorithm"] else 0
+        self.num_draft_tokens = server_args["speculative_num_draft_tokens"] or (self.spec_steps + 1)
+        self.rng = random.Random(knobs.seed)
+        self._seed_counter = itertools.count()
+        self.waiting = deque()
+        self.running = []
+        self.cond = threading.Condition()
+        self.stopped = False
+        self.forward_ct_decode = 0
+        # Interval counters (reset at each decode log line) and lifetime totals, as SGLang keeps them.
+        self.interval_accepted = 0
+        self.interval_forward = 0
+        self.interval_generated = 0
+        self.last_decode_log = time.perf_counter()
+        self.last_prefill_log = time.perf_counter()
+        self.total_accepted = 0
+        self.total_forward = 0
+        self.last_gen_throughput = 0.0
+        self.last_accept_length = 0.0
+        self.last_accept_rate = 0.0
+        self.counters = {"prompt_tokens_total": 0, "generation_tokens_total": 0, "num_requests_total": 0}
+        self.thread = threading.Thread(target=self._loop, name="sim-scheduler", daemon=True)
+
+    # ---- request construction -------------------------------------------------------------------------------
+    def build_request(self, body: dict, max_new_tokens, degenerate_mode: bool):
+        messages = body.get("messages") or []
+        thinking = sampling.thinking_enabled(body)
+        profile = sampling.card_profile(body, self.args["sampling_defaults"], self.knobs.generation_config)
+        looping = degenerate_mode and profile is None
+        seed = body.get("seed")
+        rng = random.Random(seed if isinstance(seed, int) else "%s-%d" % (self.rng.random(), next(self._seed_counter)))
+        question = sampling.last_user_text(messages)
+        limit = max_new_tokens if max_new_tokens is not None else self.knobs.max_loop_tokens
+        if looping:
+            planned = sampling.loop_tokens(question, limit + 1)
+            if thinking:
+                planned = [THINK_OPEN] + planned
+        else:
+            answer = sampling.varied_tokens(rng, rng.randint(12, 60))
+            planned = ([THINK_OPEN] + sampling.varied_tokens(rng, rng.randint(40, 160)) + [THINK_CLOSE] + answer) if thinking else answer
+        if looping:
+            accept_prob = sampling.ACCEPT_PROB_LOOP
+        elif self.knobs.has("low-accept"):
+            accept_prob = sampling.ACCEPT_PROB_LOW
+        else:
+            accept_prob = sampling.ACCEPT_PROB_HEALTHY
+        request = SimRequest(sampling.count_prompt_tokens(messages), planned, limit, accept_prob, looping, thinking)
+        request.card_profile = profile
+        return request
+
+    # ---- public API ---------------------------------------------------------------------------------------------
+    def start(self):
+        self.thread.start()
+
+    def stop(self):
+        with self.cond:
+            self.stopped = True
+            self.cond.notify_all()
+
+    def submit(self, request: SimRequest):
+        with self.cond:
+            self.waiting.append(request)
+            self.counters["num_requests_total"] += 1
+            self.cond.notify_all()
+
+    def num_queue(self) -> int:
+        return len(self.waiting)
+
+    def avg_spec_accept_length(self) -> float:
+        return self.total_accepted / self.total_forward if self.total_forward else 0.0
+
+    def usage(self):
+        used = sum(request.prompt_tokens + request.generated for request in self.running)
+        mamba_used = len(self.running) * MAMBA_SLOTS_PER_REQUEST
+        mamba_size = max(1, self.args["max_mamba_cache_size"])
+        return used, used / max(1, self.max_total_num_tokens), mamba_used, min(1.0, mamba_used / mamba_size)
+
+    # ---- the loop -----------------------------------------------------------------------------------------------
+    def _loop(self):
+        while True:
+            with self.cond:
+                while not self.stopped and not self.waiting and not self.running:
+                    self.cond.wait()
+                if self.stopped:
+                    return
+                admitted = []
+                while self.waiting and len(self.running) + len(admitted) < self.args["max_running_requests"]:
+                    admitted.append(self.waiting.popleft())
+            if admitted:
+                self._prefill(admitted)
+            self._decode_iteration()
+            if self.knobs.iteration_ms:
+                time.sleep(self.knobs.iteration_ms / 1000.0)
+
+    def _prefill(self, admitted):
+        new_tokens = sum(request.prompt_tokens for request in admitted)
+        gap = max(1e-6, time.perf_counter() - self.last_prefill_log)
+        self.last_prefill_log = time.perf_counter()
+        for request in admitted:
+            # The prefill forward yields each request's first token.
+            request.generated = min(1, request.target)
+            self.counters["prompt_tokens_total"] += request.prompt_tokens
+            self.counters["generation_tokens_total"] += request.generated
+        self.running.extend(admitted)
+        _used, token_usage, _mamba_used, mamba_usage = self.usage()
+        logfmt.log(
+            "Prefill batch, #new-seq: %d, #new-token: %d, #cached-token: 0, full token usage: %.2f, mamba usage: %.2f, "
+            "#running-req: %d, #queue-req: %d, #pending-token: 0, cuda graph: False, input throughput (token/s): %.2f"
+            % (len(admitted), new_tokens, token_usage, mamba_usage, len(self.running) - len(admitted), len(self.waiting),
+               new_tokens / gap), self.tag)
+        self._finish_done()
+
+    def _accepted_for(self, request) -> int:
+        accepted = 1
+        for _step in range(self.spec_steps):
+            if self.rng.random() >= request.accept_prob:
+                break
+            accepted += 1
+        return accepted
+
+    def _decode_iteration(self):
+        if not self.running:
+            return
+        batch_size = len(self.running)
+        for request in self.running:
+            remaining = request.target - request.generated
+            if remaining <= 0:
+                continue
+            accepted = min(self._accepted_for(request), remaining)
+            request.generated += accepted
+            self.interval_accepted += accepted
+            self.interval_forward += 1
+            self.interval_generated += accepted
+            self.counters["generation_tokens_total"] += accepted
+            if self.spec_steps:
+                self.total_accepted += accepted
+                self.total_forward += 1
+        self.forward_ct_decode += 1
+        if self.forward_ct_decode % max(1, self.args["decode_log_interval"]) == 0:
+            self._log_decode(batch_size)
+        self._finish_done()
+
+    def _log_decode(self, batch_size):
+        now = time.perf_counter()
+        gap = max(1e-6, now - self.last_decode_log)
+        self.last_decode_log = now
+        self.last_gen_throughput = self.interval_generated / gap
+        used, token_usage, mamba_used, mamba_usage = self.usage()
+        message = "Decode batch, #running-req: %d, #full token: %d, full token usage: %.2f, mamba num: %d, mamba usage: %.2f, " % (
+            batch_size, used, token_usage, mamba_used, mamba_usage)
+        if self.spec_steps and self.interval_forward:
+            accept_length = self.interval_accepted / self.interval_forward
+            # 0.5.23: correct drafts / (forward passes x (num_draft_tokens - 1)); with topk 1 that is (len - 1) / steps.
+            accept_rate = (self.interval_accepted - self.interval_forward) / (self.interval_forward * max(1, self.num_draft_tokens - 1))
+            self.last_accept_length, self.last_accept_rate = accept_length, accept_rate
+            message += "accept len: %.2f, accept rate: %.2f, " % (accept_length, accept_rate)
+        cuda_graph = not self.args["disable_cuda_graph"] and batch_size <= self.args["cuda_graph_max_bs_decode"]
+        message += "cuda graph: %s, gen throughput (token/s): %.2f, #queue-req: %d" % (cuda_graph, self.last_gen_throughput, len(self.waiting))
+        self.interval_accepted = self.interval_forward = self.interval_generated = 0
+        logfmt.log(message, self.tag)
+
+    def _finish_done(self):
+        finished = [request for request in self.running if request.generated >= request.target]
+        if finished:
+            self.running = [request for request in self.running if request.generated < request.target]
+            for request in finished:
+                request.done.set()

@@ -1,0 +1,138 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What a scheduler rank prints while it "loads" the model, and the hybrid-cache OOM it can die of.
+
+Line shapes follow SGLang (public logs, e.g. https://github.com/kvcache-ai/ktransformers/issues/1870 for the
+Load weight / Mamba Cache / KV Cache / max_total_num_tokens lines); the numbers are made up but consistent.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from sglang_sim import logfmt
+
+GPU_MEMORY_GB = 47.43          # an RTX A6000-class card
+WEIGHTS_GB_TOTAL = 51.75       # a 27B model in bf16 (incl. the MTP head)
+MAMBA_CACHE_PER_REQ_MB = 146.81
+ARCHITECTURE = "Qwen3_5ForConditionalGeneration"
+
+# Fractions of the startup time at which each phase ends (the rest is warm-up in the launcher).
+PHASES = {"dist": 0.06, "weights": 0.5, "pools": 0.58, "graphs": 0.8, "ready": 0.84}
+
+
+def memory_plan(args: dict) -> dict:
+    tp_size = max(1, args["tp_size"])
+    weights = min(WEIGHTS_GB_TOTAL / tp_size, GPU_MEMORY_GB * 0.7)
+    static = GPU_MEMORY_GB * float(args["mem_fraction_static"])
+    rest = max(0.5, static - weights)
+    full_share = rest / (1.0 + float(args["mamba_full_memory_ratio"]))
+    kv_tokens = int(full_share * (1 << 30) / (16 * 2 * 8 * 256 * 2 / tp_size))
+    if args.get("max_total_tokens"):
+        kv_tokens = int(args["max_total_tokens"])
+    mamba_size = int(args["max_mamba_cache_size"])
+    ssm_gb = mamba_size * MAMBA_CACHE_PER_REQ_MB / 1024 / tp_size * 0.98
+    conv_gb = mamba_size * MAMBA_CACHE_PER_REQ_MB / 1024 / tp_size * 0.02
+    return {"weights": weights, "avail_start": GPU_MEMORY_GB - 0.5, "kv_tokens": kv_tokens, "ssm_gb": ssm_gb, "conv_gb": conv_gb,
+            "kv_gb": full_share, "avail_after_pools": max(0.4, GPU_MEMORY_GB - weights - rest)}
+
+
+def capture_sizes(max_bs: int):
+    sizes = [1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256]
+    chosen = [size for size in sizes if size <= max_bs]
+    return chosen or [1]
+
+
+def _sleep_until(start: float, total: float, fraction: float) -> None:
+    delay = start + total * fraction - time.time()
+    if delay > 0:
+        time.sleep(delay)
+
+
+def oom_traceback(args: dict, plan: dict) -> str:
+    rest = -round(2.0 + 10.0 * (1.0 - float(args["mem_fraction_static"])) + plan["weights"] * 0.1, 2)
+    computed = int(rest * 1024 / MAMBA_CACHE_PER_REQ_MB)
+    site = "/usr/local/lib/python3.12/dist-packages/sglang/srt"
+    # The frames are illustrative (modelled on the scheduler traceback in https://github.com/sgl-project/sglang/pull/19781);
+    # the RuntimeError text is SGLang's own wording.
+    frames = [
+        ("managers/scheduler.py", 3130, "run_scheduler_process", "scheduler = Scheduler("),
+        ("managers/scheduler.py", 368, "__init__", "self.init_model_worker()"),
+        ("managers/scheduler.py", 564, "init_model_worker", "self.init_tp_model_worker()"),
+        ("managers/scheduler.py", 522, "init_tp_model_worker", "self.tp_worker = TpModelWorker("),
+        ("managers/tp_worker.py", 247, "__init__", "self._init_model_runner()"),
+        ("managers/tp_worker.py", 330, "_init_model_runner", "self._model_runner = ModelRunner("),
+        ("model_executor/model_runner.py", 412, "__init__", "self.initialize(pre_model_load_memory)"),
+        ("model_executor/model_runner.py", 655, "initialize", "self.init_memory_pool(pre_model_load_memory)"),
+        ("model_executor/model_runner_kv_cache_mixin.py", 288, "init_memory_pool", "self.handle_max_mamba_cache(total_rest_memory)"),
+        ("model_executor/model_runner_kv_cache_mixin.py", 201, "handle_max_mamba_cache", "raise RuntimeError("),
+    ]
+    lines = ["Traceback (most recent call last):"]
+    for path, line, function, code in frames:
+        lines.append('  File "%s/%s", line %d, in %s' % (site, path, line, function))
+        lines.append("    " + code)
+    lines.append(
+        "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. "
+        "Computed max_mamba_cache_size=%d (total_rest_memory=%.2f GB, mamba_cache_per_req=%.2f MB). "
+        "Try: (1) reduce --max-running-requests, (2) increase --mem-fraction-static, "
+        "(3) reduce --speculative-num-draft-tokens, or (4) use GPUs with more memory." % (computed, rest, MAMBA_CACHE_PER_REQ_MB))
+    return "\n".join(lines) + "\n"
+
+
+def run_scheduler_rank(rank: int, args: dict, knobs, ready_fd: int, start: float, parent_pid: int) -> int:
+    """Print one rank's startup, then report ready on ready_fd (or die of the OOM fault). Returns an exit code."""
+    tag = logfmt.rank_tag(rank, args["tp_size"])
+    total = knobs.startup_seconds
+    plan = memory_plan(args)
+    spec = args["speculative_algorithm"] is not None
+    logfmt.log("Init torch distributed begin.", tag)
+    _sleep_until(start, total, PHASES["dist"])
+    logfmt.log("Init torch distributed ends. elapsed=%.2f s, mem usage=0.21 GB" % (total * PHASES["dist"]), tag)
+    logfmt.log("Load weight begin. avail mem=%.2f GB" % plan["avail_start"], tag)
+    _sleep_until(start, total, PHASES["weights"])
+    avail = plan["avail_start"] - plan["weights"]
+    logfmt.log("Load weight end. elapsed=%.2f s, type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB."
+               % (total * (PHASES["weights"] - PHASES["dist"]), ARCHITECTURE, avail, plan["weights"]), tag)
+    logfmt.log("Using KV cache dtype: torch.bfloat16", tag)
+    _sleep_until(start, total, PHASES["pools"])
+    if knobs.has("oom"):
+        # Ranks finish profiling a little apart; the first SIGQUIT makes the launcher kill the others, so often only
+        # one rank's traceback reaches the log, as with SGLang.
+        time.sleep(0.02 * rank)
+        logfmt.log("Scheduler hit an exception: " + oom_traceback(args, plan), tag)
+        try:
+            os.kill(parent_pid, signal.SIGQUIT)
+        except OSError:
+            pass
+        return 1
+    logfmt.log("Mamba Cache is allocated. max_mamba_cache_size: %d, conv_state size: %.2fGB, ssm_state size: %.2fGB "
+               % (args["max_mamba_cache_size"], plan["conv_gb"], plan["ssm_gb"]), tag)
+    logfmt.log("KV Cache is allocated. #tokens: %d, K size: %.2f GB, V size: %.2f GB"
+               % (plan["kv_tokens"], plan["kv_gb"] / 2, plan["kv_gb"] / 2), tag)
+    logfmt.log("Memory pool end. avail mem=%.2f GB" % plan["avail_after_pools"], tag)
+    logfmt.log("Using hybrid linear attention backend for hybrid GDN models.", tag)
+    if not args["disable_cuda_graph"]:
+        sizes = capture_sizes(args["cuda_graph_max_bs_decode"])
+        avail = plan["avail_after_pools"]
+        phases = [("target verify", "num_tokens_per_req=%d, " % args["speculative_num_draft_tokens"]),
+                  ("draft decode", "")] if spec else [("decode", "")]
+        step = (PHASES["graphs"] - PHASES["pools"]) / len(phases)
+        for index, (name, extra) in enumerate(phases):
+            logfmt.log("Capture %s CUDA graph begin. backend=full, %savail mem=%.2f GB" % (name, extra, avail), tag)
+            _sleep_until(start, total, PHASES["pools"] + step * (index + 1))
+            used = 0.12 + 0.01 * len(sizes)
+            logfmt.log("Capture %s CUDA graph end. bs=%s, elapsed=%.2f s, mem usage=%.2f GB, avail mem=%.2f GB."
+                       % (name, sizes, total * step, used, avail - used), tag)
+            avail -= used
+    if rank == 0:
+        logfmt.log("max_total_num_tokens=%d, chunked_prefill_size=%d, max_prefill_tokens=%d, max_running_requests=%d, "
+                   "context_len=%d, available_gpu_mem=%.2f GB"
+                   % (plan["kv_tokens"], args["chunked_prefill_size"], args["max_prefill_tokens"], args["max_running_requests"],
+                      args["context_length"], max(0.3, plan["avail_after_pools"] - 0.4)), tag)
+    _sleep_until(start, total, PHASES["ready"])
+    os.write(ready_fd, b"ready\n")
+    os.close(ready_fd)
+    return 0
