@@ -1,0 +1,70 @@
+"""The verdicts of sglang_verify on the simulator: healthy, sampling loop, draft path, startup OOM."""
+
+from __future__ import annotations
+
+from verify_checks import BASE_ENV, converge, read_summary, with_fault
+
+# What the incident's client sent: temperature 0.7 and nothing else from the model card (thinking mode).
+INCIDENT_SAMPLING = {"temperature": 0.7, "top_p": None, "top_k": None, "min_p": None, "presence_penalty": None,
+                     "repetition_penalty": None}
+
+
+def test_healthy_deployment_passes_with_a_complete_summary():
+    summary = read_summary()
+    assert summary["status"] == "passed", summary
+    assert summary["probe_verdict"] == "healthy"
+    assert len(summary["deployment_id"]) == 64 and len(summary["invocation_id"]) == 32
+    assert summary["main_pid"] > 1
+    assert summary["log_file"].endswith(f"-{summary['invocation_id']}.log")
+    assert summary["accept_length"]["mean"] > 2.5
+    assert summary["sampling"]["temperature"] == 1.0 and summary["sampling"]["presence_penalty"] == 0.0
+    assert "verify-secret-key" not in str(summary)
+
+
+def test_readiness_is_noticed_within_two_seconds_of_the_ready_line():
+    # A new deployment (another startup time) restarts the unit; the start takes longer than the tasks before the
+    # wait, so the wait really waits for the ready line.
+    rc, output, summary = converge({"sglang_service_environment": dict(BASE_ENV, SGLANG_SIM_STARTUP_SECONDS="10")})
+    assert rc == 0, output[-3000:]
+    lag = summary["ready_noticed_after_line_seconds"]
+    assert lag is not None, "the server was ready before the wait began: nothing was measured"
+    print(f"\nreadiness: noticed {lag:.3f} s after the simulator's ready line (limit 2 s)")
+    assert 0 <= lag <= 2.0
+
+
+def test_sampling_loop_is_diagnosed_as_sampling_not_mtp():
+    rc, output, summary = converge(with_fault("degenerate", sglang_verify_probe_sampling=INCIDENT_SAMPLING))
+    assert rc != 0
+    assert summary["status"] == "failed"
+    assert summary["probe_verdict"] == "sampling loop", summary
+    assert "presence_penalty" in summary["message"] or "temperature" in summary["message"], summary["message"]
+    assert "sampling loop" in output
+
+
+def test_the_model_cards_values_cure_the_same_server():
+    rc, output, summary = converge(with_fault("degenerate"))
+    assert rc == 0, output[-3000:]
+    assert summary["probe_verdict"] == "healthy"
+
+
+def test_low_acceptance_is_diagnosed_as_a_draft_path_problem():
+    rc, output, summary = converge(with_fault("low-accept"))
+    assert rc != 0, output[-3000:]
+    assert summary["status"] == "failed"
+    assert "draft" in summary["message"].lower(), summary["message"]
+    assert summary["accept_length"]["mean"] < 2.0
+
+
+def test_startup_oom_fails_the_wait_within_seconds_quoting_sglang():
+    rc, output, summary = converge(with_fault("oom"))
+    assert rc != 0
+    assert summary["failed_step"] == "Wait for the current invocation to be ready"
+    assert "Not enough GPU memory for hybrid" in summary["message"], summary["message"]
+    print(f"\nstartup OOM: the wait failed after {summary['ready_after_seconds']} s")
+    assert summary["ready_after_seconds"] < 15
+
+
+def test_back_to_the_healthy_deployment():
+    rc, output, summary = converge()
+    assert rc == 0, output[-3000:]
+    assert summary["status"] == "passed"

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import datetime
+
+from ansible_collections.llmops.serving.plugins.module_utils import readiness
+
+HEADER = "# llmops-serving instance=q deployment_id=d invocation_id=abc pid=7 started_at=2026-11-29T10:00:00Z unit=sglang-q.service\n"
+
+
+def unit(active="active", sub="running", invocation="abc", result="success"):
+    return {"name": "sglang-q.service", "active_state": active, "sub_state": sub, "invocation_id": invocation, "result": result}
+
+
+def test_unit_verdicts():
+    assert readiness.unit_verdict(unit())[0] == readiness.WAITING
+    assert readiness.unit_verdict(unit("activating", "start"))[0] == readiness.WAITING
+    state, message = readiness.unit_verdict(unit("failed", "failed", result="exit-code"))
+    assert state == readiness.FAILED and "exited before it became ready" in message and "exit-code" in message
+    assert readiness.unit_verdict(unit("activating", "auto-restart"))[0] == readiness.FAILED
+    state, message = readiness.unit_verdict(unit(invocation="old"), previous_invocation_id="old")
+    assert state == readiness.WAITING and "from before the restart" in message
+
+
+def test_log_watch_reads_only_complete_new_lines(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text(HEADER + "[2026-11-29 10:00:01] server_args={}\n[2026-11-29 10:00:02] The server is fired")
+    watch = readiness.LogWatch(str(log), len(HEADER), invocation_id="abc")
+    watch.read_new()
+    assert list(watch.last_lines) == ["[2026-11-29 10:00:01] server_args={}"]
+    assert watch.ready_line is None, "a half-written line is not read yet"
+    with open(log, "a", encoding="utf-8") as handle:
+        handle.write(" up and ready to roll!\n")
+    watch.read_new()
+    assert watch.ready_line == "[2026-11-29 10:00:02] The server is fired up and ready to roll!"
+    assert len(watch.last_lines) == 2
+
+
+def test_log_watch_records_the_first_fatal_startup_error(tmp_path):
+    # The hybrid-cache OOM message as given in shared/reference/sglang.md (not a captured log line).
+    oom = ("[2026-11-29 10:00:03 TP0] Not enough GPU memory for hybrid (mamba/linear-attention) state cache ... Try: "
+           "(1) reduce --max-running-requests, (2) increase --mem-fraction-static, (3) reduce --speculative-num-draft-tokens")
+    log = tmp_path / "run.log"
+    log.write_text(HEADER + "[2026-11-29 10:00:01] Traceback (most recent call last):\n" + oom + "\n")
+    watch = readiness.LogWatch(str(log), len(HEADER), keep_lines=1)
+    watch.read_new()
+    assert watch.fatal == ("oom_hybrid", oom)
+    assert list(watch.last_lines) == [oom]
+
+
+def test_line_epoch_reads_seconds_and_milliseconds_as_local_time():
+    expected = datetime.datetime(2026, 11, 29, 10, 0, 2).timestamp()
+    assert readiness.line_epoch("[2026-11-29 10:00:02] The server is fired up and ready to roll!") == expected
+    assert readiness.line_epoch("[2026-11-29 10:00:02.250 TP0] x") == expected + 0.25
+    assert readiness.line_epoch("no prefix") is None

@@ -1,0 +1,161 @@
+"""sglang_ready against a real log file, a real HTTP /health on loopback, and a scripted `systemctl show`."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+from unittest import mock
+
+import pytest
+from ansible.module_utils import basic
+
+from ansible_collections.llmops.serving.plugins.modules import sglang_ready
+from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
+
+INVOCATION = "0123456789abcdef0123456789abcdef"
+READY = "The server is fired up and ready to roll!"
+
+
+def header(invocation=INVOCATION):
+    return (f"# llmops-serving instance=q deployment_id={'d' * 64} invocation_id={invocation} pid=4242 "
+            f"started_at=2026-11-29T10:00:00Z unit=sglang-q.service\n")
+
+
+def stamp():
+    now = time.time()
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + ".%03d" % int((now % 1) * 1000)
+
+
+class Health(http.server.BaseHTTPRequestHandler):
+    code = 200
+
+    def do_GET(self):  # noqa: N802 (http.server's naming)
+        self.send_response(self.code)
+        self.end_headers()
+
+    def log_message(self, *args):
+        del args
+
+
+@pytest.fixture
+def health():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def systemctl(states):
+    """A run_command that answers `systemctl show` with the next state of `states` (the last one repeats)."""
+    calls = []
+
+    def run_command(self, args, **kwargs):
+        del self, kwargs
+        state = states[min(len(calls), len(states) - 1)]
+        calls.append(args)
+        lines = {"Id": "sglang-q.service", "LoadState": "loaded", "ActiveState": state[0], "SubState": state[1],
+                 "Result": state[2] if len(state) > 2 else "success", "MainPID": "4242",
+                 "InvocationID": state[3] if len(state) > 3 else INVOCATION,
+                 "ExecMainStartTimestamp": "Sun 2026-11-29 10:00:00 UTC", "ControlGroup": "/system.slice/sglang-q.service",
+                 "NRestarts": "0"}
+        return 0, "".join(f"{k}={v}\n" for k, v in lines.items()), ""
+    return run_command, calls
+
+
+def run(args, states):
+    run_command, calls = systemctl(states)
+    with mock.patch.object(basic.AnsibleModule, "run_command", run_command):
+        result, failed = run_module(sglang_ready.main, args)
+    return result, failed, calls
+
+
+def test_ready_line_written_during_the_wait_is_noticed_within_a_poll(tmp_path, health):
+    log = tmp_path / "20261129T100000Z-x.log"
+    log.write_text(header() + f"[{stamp()}] Load weight begin.\n")
+    (tmp_path / "current.log").symlink_to(log.name)
+
+    def write_ready():
+        time.sleep(0.6)
+        with open(log, "a", encoding="utf-8") as handle:
+            handle.write(f"[{stamp()}] {READY}\n")
+    writer = threading.Thread(target=write_ready)
+    writer.start()
+    result, failed, _calls = run({"name": "sglang-q", "log_path": str(tmp_path), "url": health, "timeout": 10,
+                                  "poll_interval": 0.1}, [("active", "running")])
+    writer.join()
+    assert not failed, result["msg"]
+    assert result["ready"] and not result["ready_before_wait"]
+    assert result["log_file"] == str(log)
+    assert 0 <= result["lag_after_ready_line_seconds"] < 1.0
+    assert result["changed"] is False
+
+
+def test_an_older_invocations_log_is_never_taken_for_the_current_one(tmp_path, health):
+    log = tmp_path / "old.log"
+    log.write_text(header("f" * 32) + f"[{stamp()}] {READY}\n")
+    (tmp_path / "current.log").symlink_to(log.name)
+    result, failed, _calls = run({"name": "sglang-q", "log_path": str(tmp_path / "current.log"), "url": health,
+                                  "timeout": 0.5, "poll_interval": 0.1}, [("active", "running")])
+    assert failed and not result["ready"]
+    assert "has not switched" in result["msg"] and INVOCATION in result["msg"]
+
+
+def test_startup_oom_fails_at_once_quoting_the_line(tmp_path, health):
+    # The hybrid-cache OOM message as given in shared/reference/sglang.md (not a captured log line).
+    oom = "Not enough GPU memory for hybrid (mamba/linear-attention) state cache ... Try: (1) reduce --max-running-requests"
+    log = tmp_path / "run.log"
+    log.write_text(header() + f"[{stamp()} TP0] {oom}\n")
+    (tmp_path / "current.log").symlink_to(log.name)
+    started = time.monotonic()
+    result, failed, _calls = run({"name": "sglang-q", "log_path": str(tmp_path), "url": health, "timeout": 30},
+                                 [("activating", "start")])
+    assert failed and time.monotonic() - started < 5
+    assert result["startup_error"]["kind"] == "oom_hybrid"
+    assert oom in result["msg"]
+
+
+def test_a_unit_that_exited_fails_at_once_with_its_logs_last_lines(tmp_path, health):
+    log = tmp_path / "run.log"
+    log.write_text(header() + f"[{stamp()}] sglang serve: error: ambiguous option: --cuda-graph-max-bs could match x, y\n")
+    (tmp_path / "current.log").symlink_to(log.name)
+    result, failed, calls = run({"name": "sglang-q", "log_path": str(tmp_path), "url": health, "timeout": 30},
+                                [("activating", "start"), ("activating", "auto-restart", "exit-code")])
+    assert failed and len(calls) == 2
+    assert "exited before it became ready" in result["msg"]
+    assert "ambiguous option" in result["msg"]
+
+
+def test_a_restart_that_never_happens_times_out_saying_so(tmp_path, health):
+    log = tmp_path / "run.log"
+    log.write_text(header() + f"[{stamp()}] {READY}\n")
+    (tmp_path / "current.log").symlink_to(log.name)
+    result, failed, _calls = run({"name": "sglang-q", "log_path": str(tmp_path), "url": health, "timeout": 0.4,
+                                  "poll_interval": 0.1, "previous_invocation_id": INVOCATION}, [("active", "running")])
+    assert failed
+    assert "from before the restart" in result["msg"]
+
+
+def test_health_must_answer_200_too(tmp_path, health):
+    Health.code = 503
+    try:
+        log = tmp_path / "run.log"
+        log.write_text(header() + f"[{stamp()}] {READY}\n")
+        (tmp_path / "current.log").symlink_to(log.name)
+        result, failed, _calls = run({"name": "sglang-q", "log_path": str(tmp_path), "url": health, "timeout": 0.4,
+                                      "poll_interval": 0.1}, [("active", "running")])
+    finally:
+        Health.code = 200
+    assert failed and "answered 503" in result["msg"]
+
+
+def test_already_ready_reports_no_lag(tmp_path, health):
+    log = tmp_path / "run.log"
+    log.write_text(header() + f"[{stamp()}] {READY}\n")
+    (tmp_path / "current.log").symlink_to(log.name)
+    result, failed, _calls = run({"name": "sglang-q", "log_path": str(tmp_path), "url": health, "timeout": 5},
+                                 [("active", "running")])
+    assert not failed and result["ready_before_wait"]
+    assert "lag_after_ready_line_seconds" not in result
