@@ -12,6 +12,7 @@ declare -A wanted=(
   [git]=git
   [make]=make
   [openssl]=openssl
+  [zstd]=zstd
 )
 missing=()
 for pkg in "${!wanted[@]}"; do

@@ -1,0 +1,274 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""How a simulated container exists: only on paper (--no-lxc) or as a real LXC container.
+
+Both runtimes do the checks PVE does when it extracts a template and starts a container (template
+readable, device nodes present), so a broken container fails its task the same way in both.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+import time
+
+from pve_sim.tasks import TaskFailed
+
+_MAGIC = {b"\x28\xb5\x2f\xfd": "zstd", b"\x1f\x8b": "gzip", b"\xfd7zXZ": "xz"}
+
+
+def template_compression(path):
+    """The compression of a vztmpl archive by its magic bytes, or TaskFailed like tar would fail."""
+    with open(path, "rb") as handle:
+        head = handle.read(6)
+    for magic, name in _MAGIC.items():
+        if head.startswith(magic):
+            return name
+    raise TaskFailed("command 'tar xpf - --totals --one-file-system -p --sparse --numeric-owner --acls --xattrs "
+                     "--xattrs-include=user.* --xattrs-include=security.capability --warning=no-file-ignored --warning=no-xattr-write "
+                     "-C /var/lib/lxc/rootfs --skip-old-files --anchored --exclude ./dev/*' failed: exit code 2")
+
+
+def device_rdev(path):
+    """PVE::LXC::Tools::get_device_mode_and_rdev: (type char, major, minor) or the message PVE dies with."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise TaskFailed("Device %s does not exist" % path) from None
+    except OSError:
+        raise TaskFailed("Error accessing device %s" % path) from None
+    if not (stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)):
+        raise TaskFailed("%s is not a device" % path)
+    return ("b" if stat.S_ISBLK(info.st_mode) else "c"), os.major(info.st_rdev), os.minor(info.st_rdev)
+
+
+def host_cgroup_version():
+    return 2 if os.path.exists("/sys/fs/cgroup/cgroup.controllers") else 1
+
+
+class NullRuntime:
+    """--no-lxc: containers are configs and a rootfs directory; 'running' is a flag with a start time."""
+
+    name = "none"
+
+    def __init__(self, state_dir):
+        self.state_dir = state_dir
+        self.started = {}
+
+    def extract(self, vmid, template, rootfs, task):
+        compression = template_compression(template)
+        os.makedirs(rootfs, exist_ok=True)
+        task.log("extracting archive '%s'" % template)
+        task.log("Total bytes read: %d (%s compressed archive, not unpacked: --no-lxc)" % (os.path.getsize(template), compression))
+        task.log("Detected container architecture: amd64")
+
+    def prepare(self, vmid, config, rootfs, task):
+        """Checks of PVE's update_lxc_config at start."""
+        for device in config.devices():
+            device_rdev(device.path)
+        if not os.path.isdir(rootfs):
+            raise TaskFailed("mount point 'rootfs' does not exist: %s" % rootfs)
+
+    def start(self, vmid, config, rootfs, task):
+        self.prepare(vmid, config, rootfs, task)
+        self.started[int(vmid)] = time.time()
+
+    def stop(self, vmid, task, timeout=None):
+        self.started.pop(int(vmid), None)
+
+    def is_running(self, vmid):
+        return int(vmid) in self.started
+
+    def uptime(self, vmid):
+        started = self.started.get(int(vmid))
+        return int(time.time() - started) if started else 0
+
+    def destroy(self, vmid, rootfs, task):
+        shutil.rmtree(rootfs, ignore_errors=True)
+
+    def exec_argv(self, vmid, argv):
+        raise RuntimeError("no container runtime (--no-lxc): cannot exec in CT %s" % vmid)
+
+
+class LxcRuntime(NullRuntime):
+    """Real LXC containers (lxc-start/lxc-stop/lxc-attach) under STATE/lxc, configs translated from PVE's."""
+
+    name = "lxc"
+
+    def __init__(self, state_dir):
+        super().__init__(state_dir)
+        self.lxcpath = os.path.join(state_dir, "lxc")
+        os.makedirs(self.lxcpath, exist_ok=True)
+        # Container names are global in the cgroup tree: make them unique per state dir.
+        self.prefix = "pvesim%s-" % hashlib.sha1(os.path.abspath(state_dir).encode()).hexdigest()[:6]
+        self.cgroup_version = host_cgroup_version()
+
+    def container_name(self, vmid):
+        return "%s%d" % (self.prefix, int(vmid))
+
+    def _lxc(self, command, vmid, *args, timeout=120):
+        argv = [command, "-P", self.lxcpath, "-n", self.container_name(vmid)] + list(args)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+
+    def extract(self, vmid, template, rootfs, task):
+        compression = template_compression(template)
+        os.makedirs(rootfs, exist_ok=True)
+        task.log("extracting archive '%s'" % template)
+        flag = {"zstd": "--zstd", "gzip": "-z", "xz": "-J"}[compression]
+        result = subprocess.run(["tar", "xpf", template, flag, "--totals", "--numeric-owner", "-C", rootfs, "--exclude", "./dev/*"],
+                                capture_output=True, text=True, timeout=600, check=False)
+        for line in (result.stdout + result.stderr).splitlines():
+            task.log(line)
+        if result.returncode != 0:
+            raise TaskFailed("command 'tar xpf %s' failed: exit code %d" % (template, result.returncode))
+        task.log("Detected container architecture: amd64")
+
+    def setup_guest(self, vmid, config, rootfs):
+        """What PVE::LXC::Setup does at start that matters here: hostname and /etc/hosts."""
+        hostname = config.get("hostname") or "CT%d" % int(vmid)
+        etc = os.path.join(rootfs, "etc")
+        if os.path.isdir(etc):
+            with open(os.path.join(etc, "hostname"), "w", encoding="utf-8") as handle:
+                handle.write(hostname + "\n")
+            with open(os.path.join(etc, "hosts"), "w", encoding="utf-8") as handle:
+                handle.write("127.0.0.1 localhost\n127.0.1.1 %s\n::1 localhost ip6-localhost ip6-loopback\n" % hostname)
+
+    def lxc_config(self, vmid, config, rootfs):
+        """The LXC config a PVE node would generate (update_lxc_config), for this host's cgroup version."""
+        return render_lxc_config(vmid, config, rootfs, self.cgroup_version)
+
+    def start(self, vmid, config, rootfs, task):
+        self.prepare(vmid, config, rootfs, task)
+        directory = os.path.join(self.lxcpath, self.container_name(vmid))
+        os.makedirs(directory, exist_ok=True)
+        text = self.lxc_config(vmid, config, rootfs)
+        with open(os.path.join(directory, "config"), "w", encoding="utf-8") as handle:
+            handle.write(text)
+        self.setup_guest(vmid, config, rootfs)
+        log_file = os.path.join(directory, "start.log")
+        result = self._lxc("lxc-start", vmid, "-d", "-l", "INFO", "-o", log_file)
+        if result.returncode != 0 or not self._wait_state(vmid, "RUNNING", 30):
+            tail = _tail_file(log_file, 12) + (result.stderr or "").splitlines()[-5:]
+            for line in tail:
+                task.log(line)
+            raise TaskFailed("startup for container '%d' failed" % int(vmid))
+        self.started[int(vmid)] = time.time()
+
+    def _wait_state(self, vmid, state, timeout):
+        result = self._lxc("lxc-wait", vmid, "-s", state, "-t", str(int(timeout)), timeout=timeout + 10)
+        return result.returncode == 0
+
+    def stop(self, vmid, task, timeout=None):
+        if timeout is None:
+            result = self._lxc("lxc-stop", vmid, "-k")
+        else:
+            result = self._lxc("lxc-stop", vmid, "-t", str(int(timeout)), timeout=int(timeout) + 30)
+        if result.returncode != 0 and self.is_running(vmid):
+            raise TaskFailed("command 'lxc-stop -n %d' failed: %s" % (int(vmid), (result.stderr or "").strip()))
+        self.started.pop(int(vmid), None)
+
+    def is_running(self, vmid):
+        result = self._lxc("lxc-info", vmid, "-s", timeout=30)
+        return result.returncode == 0 and "RUNNING" in result.stdout
+
+    def uptime(self, vmid):
+        started = self.started.get(int(vmid))
+        return int(time.time() - started) if started else 0
+
+    def destroy(self, vmid, rootfs, task):
+        directory = os.path.join(self.lxcpath, self.container_name(vmid))
+        shutil.rmtree(directory, ignore_errors=True)
+        shutil.rmtree(rootfs, ignore_errors=True)
+
+    def exec_argv(self, vmid, argv):
+        return ["lxc-attach", "-P", self.lxcpath, "-n", self.container_name(vmid), "--clear-env",
+                "--set-var", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "--"] + list(argv)
+
+
+def _tail_file(path, count):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return [line.rstrip("\n") for line in handle.readlines()[-count:]]
+    except OSError:
+        return []
+
+
+# cgroup v2 keys PVE configs use -> the v1 key and a value converter (this machine is cgroup v1).
+_V2_TO_V1 = {
+    "lxc.cgroup2.devices.allow": ("lxc.cgroup.devices.allow", None),
+    "lxc.cgroup2.devices.deny": ("lxc.cgroup.devices.deny", None),
+    "lxc.cgroup2.cpuset.cpus": ("lxc.cgroup.cpuset.cpus", None),
+    "lxc.cgroup2.memory.max": ("lxc.cgroup.memory.limit_in_bytes", None),
+}
+
+
+def translate_raw(key, value, cgroup_version):
+    """A raw lxc line of the PVE config as this host needs it, or None to drop it (with the reason)."""
+    if cgroup_version == 1 and key.startswith("lxc.cgroup2."):
+        if key in _V2_TO_V1:
+            return _V2_TO_V1[key][0], value
+        return None
+    if cgroup_version == 2 and key.startswith("lxc.cgroup.") and key not in ("lxc.cgroup.relative",) and not key.startswith("lxc.cgroup.dir"):
+        v2 = dict((v1, v2key) for v2key, (v1, _conv) in _V2_TO_V1.items())
+        return (v2[key], value) if key in v2 else None
+    return key, value
+
+
+def _cpuset(cores):
+    total = os.cpu_count() or 1
+    count = max(1, min(int(cores), total))
+    return "0" if count == 1 else "0-%d" % (count - 1)
+
+
+def render_lxc_config(vmid, config, rootfs, cgroup_version):
+    """PVE's update_lxc_config, reduced to what this host can run: privileged, loopback-only network."""
+    prefix = "lxc.cgroup2." if cgroup_version == 2 else "lxc.cgroup."
+    lines = [
+        "# generated by pve-sim from the PVE config of CT %d; do not edit" % int(vmid),
+        "lxc.include = /usr/share/lxc/config/common.conf",
+        "lxc.arch = %s" % (config.get("arch") or "amd64"),
+        "lxc.apparmor.profile = unconfined",
+        "lxc.mount.auto = proc:mixed sys:mixed cgroup:mixed",
+        "lxc.rootfs.path = dir:%s" % rootfs,
+        "lxc.uts.name = %s" % (config.get("hostname") or "CT%d" % int(vmid)),
+        "lxc.tty.max = %s" % (config.get("tty") or "2"),
+        "lxc.environment = TERM=linux",
+        # Networking is loopback only: tests must not reach anything but loopback and their own containers.
+        "lxc.net.0.type = empty",
+    ]
+    memory = int(config.get("memory") or 512)
+    if cgroup_version == 2:
+        lines.append("lxc.cgroup2.memory.max = %d" % (memory * 1024 * 1024))
+    else:
+        lines.append("lxc.cgroup.memory.limit_in_bytes = %d" % (memory * 1024 * 1024))
+    cpulimit = config.get("cpulimit")
+    if cpulimit and float(cpulimit) > 0:
+        if cgroup_version == 2:
+            lines.append("lxc.cgroup2.cpu.max = %d 100000" % int(100000 * float(cpulimit)))
+        else:
+            lines.append("lxc.cgroup.cpu.cfs_period_us = 100000")
+            lines.append("lxc.cgroup.cpu.cfs_quota_us = %d" % int(100000 * float(cpulimit)))
+    had_cpuset = False
+    for device in config.devices():
+        kind, major, minor = device_rdev(device.path)
+        lines.append("%sdevices.allow = %s %d:%d %s" % (prefix, kind, major, minor, "r" if device.deny_write else "rw"))
+        if device.deny_write:
+            lines.append("%sdevices.deny = %s %d:%d w" % (prefix, kind, major, minor))
+        # PVE mknods the node inside at start (hook); binding the host node gives the same major:minor.
+        lines.append("lxc.mount.entry = %s %s none bind,optional,create=file 0 0" % (device.path, device.path.lstrip("/")))
+    for entry in config.lxc_entries():
+        translated = translate_raw(entry.key, entry.value, cgroup_version)
+        if translated is None:
+            lines.append("# dropped (no equivalent on cgroup v%d): %s = %s" % (cgroup_version, entry.key, entry.value))
+            continue
+        key, value = translated
+        had_cpuset = had_cpuset or key.endswith("cpuset.cpus")
+        lines.append("%s = %s" % (key, value))
+    cores = config.get("cores")
+    if cores and not had_cpuset:
+        lines.append("%scpuset.cpus = %s" % (prefix, _cpuset(cores)))
+    return "\n".join(lines) + "\n"
