@@ -1,0 +1,44 @@
+"""Helpers for the nvidia_userspace scenario's testinfra checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+PROC = "/srv/nvidia-standin/proc-driver-nvidia-version"
+RUNS_LOG = "/var/log/nvidia-standin/installer-runs.log"
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+HOST_VERSION = "580.95.05"
+OTHER_VERSION = "580.82.07"
+FLAGS = "--silent --no-kernel-module --no-nouveau-check --no-x-check"
+
+PROPRIETARY = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  Tue Sep 30 10:00:00 UTC 2025"
+OPEN = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {version}  Release Build  (dvs-builder@U16-A24-9-2)"
+        "  Tue Sep 30 10:00:00 UTC 2025")
+
+
+def set_host_module(host, version, line=PROPRIETARY):
+    """Make the stand-in proc file report another kernel module version (a host driver update)."""
+    content = line.format(version=version) + "\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"
+    host.run(f"printf '%s' '{content}' > {PROC}")
+    assert host.file(PROC).content_string == content
+
+
+def installer_runs(host):
+    log = host.file(RUNS_LOG)
+    return log.content_string.splitlines() if log.exists else []
+
+
+def rerun_role(extra_vars=None):
+    """Converge again from the controller; return the finished process (the caller checks rc and output)."""
+    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
+    playbook = os.path.join(os.environ["MOLECULE_SCENARIO_DIRECTORY"], "converge.yml")
+    return subprocess.run(
+        ["ansible-playbook", "-i", inventory, playbook, "-e", json.dumps(extra_vars or {})],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+
+
+def output(run):
+    return run.stdout[-4000:] + run.stderr[-2000:]
