@@ -10,7 +10,7 @@ export VENV
 export PATH := $(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help setup venv docker-engine base-image test lint sanity unit molecule integration bench slow \
+.PHONY: help setup venv docker-engine base-image test lint sanity unit molecule integration bench test-slow \
         sandbox sandbox-down build install-collection changelog lock clean
 
 help: ## Show the targets
@@ -46,6 +46,9 @@ molecule: base-image ## Every molecule scenario (docker driver)
 
 integration: base-image ## The sandbox integration tests
 	@scripts/test.sh integration
+
+test-slow: venv ## The slow tier: the real pinned SGLang (with torch) checks the rendered flags (~11 GB, minutes)
+	@scripts/slow-tests.sh
 
 bench: venv ## Benchmarks that print figures (tests/bench)
 	@scripts/bench.sh
