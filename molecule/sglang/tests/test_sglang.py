@@ -1,0 +1,93 @@
+"""The installed virtualenv, the published facts, the preflight failures and the flag validation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sglang_role_checks import CUDA_GRAPH_MAX_BS_ERROR, FACTS, VENV, rerun_role_many
+
+# Every rerun below is independent of the others (own virtualenv, or own install log on the installed one), so they
+# run at once; each test then reads its own result.
+RERUNS = {
+    "driver": {"sglang_driver_version": "570.86.15", "sglang_venv": "/opt/sglang-driver/venv"},
+    "cuda12": {"sglang_driver_version": "570.86.15", "sglang_version": "0.5.19", "sglang_venv": "/opt/sglang-cu12/venv"},
+    "python": {"sglang_python": "/usr/local/bin/python3.10-standin", "sglang_venv": "/opt/sglang-py310/venv"},
+    "floor": {"sglang_version": "0.5.9", "sglang_venv": "/opt/sglang-old/venv"},
+    "disk": {"sglang_required_disk_gib": 100000, "sglang_venv": "/opt/sglang-disk/venv"},
+    "removed_flag": {"sglang_validate_extra_argv": ["--cuda-graph-max-bs", "16"],
+                     "sglang_install_log": "/var/log/llmops-serving/sglang-install-removed-flag.log"},
+    "accepted_flags": {"sglang_validate_extra_argv": ["--cuda-graph-max-bs-decode", "16", "--speculative-algo", "NEXTN"],
+                       "sglang_install_log": "/var/log/llmops-serving/sglang-install-accepted-flags.log"},
+}
+
+
+@pytest.fixture(scope="module")
+def reruns():
+    return rerun_role_many(RERUNS)
+
+
+def test_sglang_is_installed_offline_in_its_own_virtualenv(host):
+    out = host.check_output(
+        f"{VENV}/bin/python -c 'import sglang, sglang.srt.server_args as s; print(sglang.__version__, s.ServerArgs.add_cli_args.__name__)'"
+    )
+    assert out == "0.5.23+standin add_cli_args"
+    assert host.file("/var/log/llmops-serving/sglang-install.log").exists
+    assert host.file("/var/log/llmops-serving/sglang-install.log.rc").content_string.strip() == "0"
+
+
+def test_installed_versions_and_model_revision_are_published(host):
+    facts = json.loads(host.file(FACTS).content_string)
+    # The stand-in has no torch; absent distributions are left out rather than reported as null.
+    assert facts["installed_versions"] == {"sglang": "0.5.23+standin"}
+    # The commit recorded by the pre-staged download metadata (prepare.yml's fixture).
+    assert facts["model_revision"] == "0123456789abcdef0123456789abcdef01234567"
+
+
+def test_driver_below_580_fails_before_any_install(host, reruns):
+    rc, out = reruns["driver"]
+    assert rc != 0
+    assert "SGLang 0.5.23 is a CUDA 13 build and needs a host NVIDIA driver >= 580, but the host driver is 570.86.15" in out
+    assert "0.5.19 (the last SGLang release with a CUDA 12 lane" in out
+    assert not host.file("/opt/sglang-driver").exists
+
+
+def test_cuda12_release_accepts_a_570_driver(host, reruns):
+    # 0.5.19 is a CUDA 12 build: driver 570 passes; the run then stops at the install (no such wheel offline).
+    rc, out = reruns["cuda12"]
+    assert rc != 0
+    assert "needs a host NVIDIA driver" not in out
+    assert "No matching distribution found for sglang==0.5.19" in out
+
+
+def test_python_older_than_requires_python_fails_before_any_install(host, reruns):
+    rc, out = reruns["python"]
+    assert rc != 0
+    assert "SGLang 0.5.23 requires Python >= 3.11, but /usr/local/bin/python3.10-standin is Python 3.10.12" in out
+    assert not host.file("/opt/sglang-py310").exists
+
+
+def test_qwen36_with_tp2_needs_0_5_10(host, reruns):
+    rc, out = reruns["floor"]
+    assert rc != 0
+    assert "/models/Qwen3.6-27B (Qwen3.5/3.6) with TP 2 needs SGLang >= 0.5.10, but sglang_version is 0.5.9" in out
+    assert not host.file("/opt/sglang-old").exists
+
+
+def test_disk_space_check_names_both_figures(host, reruns):
+    rc, out = reruns["disk"]
+    assert rc != 0
+    assert "Not enough disk space: the SGLang install needs 100000.0 GiB at /opt/sglang-disk/venv" in out
+    assert not host.file("/opt/sglang-disk").exists
+
+
+def test_removed_flag_fails_with_argparse_message(host, reruns):
+    rc, out = reruns["removed_flag"]
+    assert rc != 0
+    assert "rejects the flags the service would get" in out
+    assert CUDA_GRAPH_MAX_BS_ERROR in out
+
+
+def test_abbreviated_and_replacement_flags_are_accepted(host, reruns):
+    rc, out = reruns["accepted_flags"]
+    assert rc == 0, out[-3000:]
