@@ -32,9 +32,11 @@ def installed(tmp_path_factory):
     tarball = out / f"llmops-serving-{GALAXY['version']}.tar.gz"
     assert tarball.exists(), built.stdout
     target = tmp_path_factory.mktemp("collections")
-    inst = run([BIN / "ansible-galaxy", "collection", "install", "--offline", "--no-deps", "-p", str(target), str(tarball)],
-               cwd=target)
+    # Only the empty target on the collections path: the checkout's own link must not count as "already installed".
+    inst = run([BIN / "ansible-galaxy", "collection", "install", "--offline", "--no-deps", "--force", "-p", str(target), str(tarball)],
+               env={"ANSIBLE_COLLECTIONS_PATH": str(target)}, cwd=target)
     assert inst.returncode == 0, inst.stdout + inst.stderr
+    assert (target / "ansible_collections" / "llmops" / "serving" / "MANIFEST.json").exists(), inst.stdout
     return tarball, target
 
 
