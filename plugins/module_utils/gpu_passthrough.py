@@ -62,7 +62,8 @@ STYLES = ("raw", "dev")
 NODE_TYPES = ("c", "b", "d")
 # fs/char_dev.c: CHRDEV_MAJOR_DYN_END..CHRDEV_MAJOR_MAX-1 and CHRDEV_MAJOR_DYN_EXT_END..START.
 DYNAMIC_CHAR_MAJOR_RANGES = ((234, 254), (384, 511))
-_NVIDIA_DYNAMIC_SOURCE_RE = re.compile(r"^/dev/nvidia-(uvm|uvm-tools|caps)(/.*)?$")
+# By name, in /dev or a directory below it (a node may be bound from e.g. /dev/gpu-kit/nvidia-uvm).
+_NVIDIA_DYNAMIC_SOURCE_RE = re.compile(r"^/dev/(?:[^/]+/)*nvidia-(uvm|uvm-tools|caps)(/.*)?$")
 _ALLOW_ALL_MINORS_RE = re.compile(r"^([cb])\s+(\d+):\*\s+rwm$")
 _MODE_RE = re.compile(r"^0[0-7]{3}$")
 

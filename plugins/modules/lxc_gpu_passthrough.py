@@ -154,14 +154,14 @@ EXAMPLES = r"""
 - name: Pass the discovered GPU nodes with raw lxc lines
   llmops.serving.lxc_gpu_passthrough:
     vmid: 120
-    devices: "{{ pve_gpu_host_device_nodes }}"
+    devices: "{{ pve_gpu_host_devices }}"
     style: raw
     restart: true
 
 - name: Pass them as dev[n] entries with pct on the node
   llmops.serving.lxc_gpu_passthrough:
     vmid: 120
-    devices: "{{ pve_gpu_host_device_nodes }}"
+    devices: "{{ pve_gpu_host_devices }}"
     style: dev
     backend: cli
     dev_gid: 44
@@ -169,7 +169,7 @@ EXAMPLES = r"""
 - name: Pass them as dev[n] entries through the API (root@pam with a password only)
   llmops.serving.lxc_gpu_passthrough:
     vmid: 120
-    devices: "{{ pve_gpu_host_device_nodes }}"
+    devices: "{{ pve_gpu_host_devices }}"
     style: dev
     backend: api
     node: pve1

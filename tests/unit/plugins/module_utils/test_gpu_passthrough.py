@@ -249,3 +249,13 @@ def test_planning_nothing_is_refused():
 def test_planning_accepts_normalized_nodes():
     nodes = normalize_devices(TWO_GPUS_UVM_508)
     assert plan_passthrough(parse(""), nodes).document.render() == plan_passthrough(parse(""), TWO_GPUS_UVM_508).document.render()
+
+
+def test_dynamic_nvidia_nodes_are_recognised_by_name_below_dev():
+    from ansible_collections.llmops.serving.plugins.module_utils.gpu_passthrough import is_nvidia_dynamic_source
+    assert is_nvidia_dynamic_source("/dev/nvidia-uvm")
+    assert is_nvidia_dynamic_source("/dev/gpu-kit/nvidia-uvm-tools")
+    assert is_nvidia_dynamic_source("/dev/nvidia-caps/nvidia-cap1")
+    assert not is_nvidia_dynamic_source("/dev/nvidia0")
+    assert not is_nvidia_dynamic_source("/srv/dev/nvidia-uvm")
+    assert not is_nvidia_dynamic_source("/dev/nvidia-uvmx")
