@@ -50,6 +50,15 @@ def compute_deployment_id(file_contents, env_files, inputs):
     return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
 
 
+def deployment_env_text(instance, deployment_id):
+    """Content of the unit's EnvironmentFile= that carries the deployment ID to the server.
+
+    deployment_record and deployment_restore both write it; the text must stay byte-identical between
+    them (and across releases), or a rerun would rewrite the file and report a change.
+    """
+    return f"# Written by llmops.serving.deployment_record; loaded by the unit.\nLLMOPS_DEPLOYMENT_ID={deployment_id}\nLLMOPS_INSTANCE={instance}\n"
+
+
 def next_record(previous, instance, deployment_id, now_iso, inputs):
     """The record to store for ``deployment_id``, given the stored ``previous`` record (or None).
 

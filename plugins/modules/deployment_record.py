@@ -142,6 +142,7 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils.deployment_id import (
     compute_deployment_id,
+    deployment_env_text,
     next_record,
 )
 
@@ -179,12 +180,11 @@ def _atomic_write(path, data, mode):
         raise
 
 
-def _env_file_text(instance, deployment_id):
-    return f"# Written by llmops.serving.deployment_record; loaded by the unit.\nLLMOPS_DEPLOYMENT_ID={deployment_id}\nLLMOPS_INSTANCE={instance}\n"
+def _archive(archive_dir, files, env_files, record):
+    """Copy the deployment's files into archive_dir with a manifest; return the manifest.
 
-
-def _archive(archive_dir, files, env_files):
-    """Copy the deployment's files into archive_dir with a manifest; return the manifest."""
+    The manifest also carries the record's ID and inputs, so deployment_restore can write them back.
+    """
     staging = archive_dir + ".partial"
     shutil.rmtree(staging, ignore_errors=True)
     os.makedirs(staging, mode=0o700)
@@ -197,7 +197,7 @@ def _archive(archive_dir, files, env_files):
         os.chmod(os.path.join(staging, name), mode)
         manifest.append({"path": path, "archived": name, "mode": "%04o" % mode, "secret": secret})
     with open(os.path.join(staging, "manifest.json"), "w", encoding="utf-8") as handle:
-        json.dump({"files": manifest}, handle, indent=2, sort_keys=True)
+        json.dump({"deployment_id": record["deployment_id"], "inputs": record["inputs"], "files": manifest}, handle, indent=2, sort_keys=True)
     shutil.rmtree(archive_dir, ignore_errors=True)
     os.replace(staging, archive_dir)
     return manifest
@@ -266,7 +266,7 @@ def main():
     archive_dir = os.path.join(archive_root, deployment_id)
     record["archive"] = archive_dir
 
-    env_text = _env_file_text(instance, deployment_id)
+    env_text = deployment_env_text(instance, deployment_id)
     try:
         with open(env_path, encoding="utf-8") as handle:
             env_current = handle.read()
@@ -288,7 +288,7 @@ def main():
     try:
         os.makedirs(archive_root, mode=0o700, exist_ok=True)
         if not os.path.isdir(archive_dir) or record_changed:
-            _archive(archive_dir, params["files"], params["env_files"])
+            _archive(archive_dir, params["files"], params["env_files"], record)
         _atomic_write(record_path, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("utf-8"), 0o644)
         _atomic_write(env_path, env_text.encode("utf-8"), 0o644)
     except OSError as exc:

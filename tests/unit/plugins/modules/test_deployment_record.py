@@ -99,3 +99,12 @@ def test_rejects_instance_names_that_escape_the_state_dir(deployment, bad):
     args = deployment[0]
     result, failed = run_module(deployment_record.main, dict(args, instance=bad))
     assert failed and "not a valid instance name" in result["msg"]
+
+
+def test_the_manifest_carries_the_records_id_and_inputs_for_a_restore(deployment, tmp_path):
+    args = deployment[0]
+    result = run_module(deployment_record.main, args)[0]
+    manifest = json.loads((tmp_path / "state" / "qwen36" / "deployments" / result["deployment_id"] / "manifest.json").read_text())
+    assert manifest["deployment_id"] == result["deployment_id"]
+    assert manifest["inputs"] == args["inputs"] == result["record"]["inputs"]
+    assert [entry["path"] for entry in manifest["files"]] == args["files"] + args["env_files"]

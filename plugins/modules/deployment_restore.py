@@ -1,0 +1,317 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: deployment_restore
+short_description: Put a server instance back on an archived deployment
+version_added: 0.1.0
+author: llmops.serving contributors (@llmops)
+description:
+  - Restores the files of an earlier deployment of a server instance (unit, launcher, log pruner, the secret
+    environment file) from the archive that M(llmops.serving.deployment_record) keeps under
+    C(<state_dir>/<instance>/deployments/<id>/), byte for byte and with their archived modes.
+  - By default the target is the deployment before the current one (the record's C(previous_deployment_id)).
+    When the record was itself written by a restore, the last deployment is already undone and the target is the
+    record's own deployment, so a second run changes nothing. To go further back, name the deployment in O(deployment_id).
+  - Then rewrites the deployment record (the restored ID, with the ID it replaced as C(previous_deployment_id) and
+    C(rolled_back_from), and the restored deployment's inputs) and the unit's C(deployment.env).
+  - Does not reload systemd or restart anything; the caller does that and verifies the restored server.
+options:
+  instance:
+    description: Name of the server instance, as given to M(llmops.serving.deployment_record).
+    type: str
+    required: true
+  state_dir:
+    description: Directory that holds one sub-directory per instance with C(deployment.json) and the archive.
+    type: path
+    default: /var/lib/llmops-serving
+  env_file:
+    description:
+      - Environment file to write with C(LLMOPS_DEPLOYMENT_ID) and C(LLMOPS_INSTANCE), for the unit's C(EnvironmentFile=).
+      - Defaults to C(/etc/llmops-serving/<instance>/deployment.env).
+    type: path
+  deployment_id:
+    description:
+      - Restore this archived deployment instead of the one before the current.
+      - The full 64-digit ID, as returned by M(llmops.serving.deployment_record) and listed under C(<state_dir>/<instance>/deployments/).
+    type: str
+extends_documentation_fragment:
+  - llmops.serving.attributes
+attributes:
+  check_mode:
+    support: full
+    details: In check mode nothing is written; C(changed) and RV(restored_files) say what a real run would do.
+  diff_mode:
+    support: full
+    details: Shows the record before and after, and the paths of the files that would be restored with the reason
+      (missing, content, mode). File contents are never shown, because the archive holds the secret environment file.
+notes:
+  - Each file is written atomically (a temporary file in the same directory, fsync, rename), owned by root when the
+    module runs as root. Environment files that may hold secrets are restored with mode 0600.
+  - The files are restored first and the record is written last, so an interrupted restore can simply be run again.
+  - The secret environment file comes back as it was archived, with the values it had then. Archives are written when
+    a deployment is recorded; a key rotated later without a new deployment is not in the archive.
+  - Files of the current deployment that the restored deployment did not have are left in place.
+  - Only the newest archives are kept (O(llmops.serving.deployment_record#module:keep), the role's
+    C(sglang_service_deployment_history)); a pruned deployment cannot be restored.
+seealso:
+  - module: llmops.serving.deployment_record
+"""
+
+EXAMPLES = r"""
+- name: Put qwen36 back on the deployment before the current one
+  llmops.serving.deployment_restore:
+    instance: qwen36
+  register: restore
+
+- name: Load the restored unit and start it
+  ansible.builtin.systemd_service:
+    name: sglang-qwen36.service
+    state: restarted
+    daemon_reload: true
+  when: restore is changed
+
+- name: Restore a named deployment from the archive
+  llmops.serving.deployment_restore:
+    instance: qwen36
+    deployment_id: 3f1c9c2e5b0f4a8f0b8de7c8e4a3f1d2c9b1e0a7d6c5b4a3f2e1d0c9b8a7f6e5
+"""
+
+RETURN = r"""
+deployment_id:
+  description: The deployment the instance is on after the restore.
+  returned: always
+  type: str
+  sample: 3f1c9c2e5b0f4a8f0b8de7c8e4a3f1d2c9b1e0a7d6c5b4a3f2e1d0c9b8a7f6e5
+rolled_back_from:
+  description: The deployment this run moved the instance away from; null when the instance was already on the target.
+  returned: always
+  type: str
+  sample: 9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b
+restored_files:
+  description: Paths of the files that were restored (would be, in check mode) because their content or mode differed
+    or they were missing. Paths only, never contents.
+  returned: always
+  type: list
+  elements: str
+  sample: [/etc/systemd/system/sglang-qwen36.service, /etc/llmops-serving/qwen36/server.env]
+record:
+  description: The deployment record after the restore, as stored in C(<state_dir>/<instance>/deployment.json).
+  returned: always
+  type: dict
+  sample:
+    instance: qwen36
+    deployment_id: 3f1c9c2e5b0f4a8f0b8de7c8e4a3f1d2c9b1e0a7d6c5b4a3f2e1d0c9b8a7f6e5
+    deployed_at: "2026-11-29T20:12:44Z"
+    previous_deployment_id: 9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b
+    rolled_back_from: 9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b
+    inputs: {model_path: /models/Qwen3.6-27B}
+    archive: /var/lib/llmops-serving/qwen36/deployments/3f1c9c2e5b0f4a8f0b8de7c8e4a3f1d2c9b1e0a7d6c5b4a3f2e1d0c9b8a7f6e5
+archive:
+  description: The archive directory the files were restored from.
+  returned: always
+  type: str
+  sample: /var/lib/llmops-serving/qwen36/deployments/3f1c9c2e5b0f4a8f0b8de7c8e4a3f1d2c9b1e0a7d6c5b4a3f2e1d0c9b8a7f6e5
+record_path:
+  description: Path of the record file.
+  returned: always
+  type: str
+  sample: /var/lib/llmops-serving/qwen36/deployment.json
+env_file:
+  description: Path of the environment file that carries the ID to the unit.
+  returned: always
+  type: str
+  sample: /etc/llmops-serving/qwen36/deployment.env
+notes:
+  description: Things the operator should know about this restore, for example that the archive predates stored inputs
+    and the record's C(inputs) were left empty.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+"""
+
+import datetime
+import json
+import os
+import stat
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils.deployment_archive import (
+    ArchiveError,
+    archive_dir_for,
+    archive_missing_message,
+    choose_restore_target,
+    describe_plan,
+    parse_manifest,
+    plan_restore,
+    restored_record,
+)
+from ansible_collections.llmops.serving.plugins.module_utils.deployment_id import deployment_env_text
+
+
+def _read_bytes(path):
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _on_disk(path):
+    """(content, mode) of a regular file, or None when there is none (a directory in its place is an error)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(f"{path} exists but is not a regular file")
+    return _read_bytes(path), stat.S_IMODE(st.st_mode)
+
+
+def _atomic_write(path, data, mode):
+    """Replace path with data: a temporary file in the same directory, fsync, rename, then fsync the directory."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o755, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        # Mode and owner before the content goes in, so a secret is never readable by others, not even briefly.
+        os.fchmod(fd, mode)
+        if os.geteuid() == 0:
+            os.fchown(fd, 0, 0)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _load_record(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            record = json.load(handle)
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        raise ArchiveError(f"the deployment record {path} is not JSON ({exc}); the deployment to restore is unknown") from None
+    if not isinstance(record, dict):
+        raise ArchiveError(f"the deployment record {path} is not a JSON object; the deployment to restore is unknown")
+    return record
+
+
+def _read_text(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _record_json(record):
+    return json.dumps(record, indent=2, sort_keys=True) + "\n"
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            instance=dict(type="str", required=True),
+            state_dir=dict(type="path", default="/var/lib/llmops-serving"),
+            env_file=dict(type="path"),
+            deployment_id=dict(type="str"),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    instance = params["instance"]
+    if not instance or "/" in instance or instance.startswith("."):
+        module.fail_json(msg=f"instance {instance!r} is not a valid instance name (no slashes, not hidden)")
+    record_path = os.path.join(params["state_dir"], instance, "deployment.json")
+    env_path = params["env_file"] or os.path.join("/etc/llmops-serving", instance, "deployment.env")
+    result = dict(changed=False, record_path=record_path, env_file=env_path, restored_files=[], notes=[], rolled_back_from=None)
+
+    try:
+        current = _load_record(record_path)
+        target_id = choose_restore_target(current, params["deployment_id"], record_path)
+        archive_dir = archive_dir_for(params["state_dir"], instance, target_id)
+        result.update(deployment_id=target_id, archive=archive_dir)
+        if not os.path.isdir(archive_dir):
+            raise ArchiveError(archive_missing_message(target_id, archive_dir))
+        manifest_path = os.path.join(archive_dir, "manifest.json")
+        manifest = parse_manifest(_read_text(manifest_path), target_id, manifest_path)
+    except ArchiveError as exc:
+        module.fail_json(msg=str(exc), **result)
+
+    try:
+        archived = {entry["archived"]: _read_bytes(os.path.join(archive_dir, entry["archived"])) for entry in manifest["files"]}
+    except OSError as exc:
+        module.fail_json(msg=f"the archive {archive_dir} is incomplete: cannot read {exc.filename}: {exc.strerror}", **result)
+    try:
+        on_disk = {entry["path"]: _on_disk(entry["path"]) for entry in manifest["files"]}
+    except OSError as exc:
+        module.fail_json(msg=f"cannot read the file to restore: {exc}", **result)
+    plan = plan_restore(manifest["files"], archived, on_disk)
+    # Dropped from memory early: nothing below needs the current contents, and none of it may reach the result.
+    del on_disk
+
+    moving = current["deployment_id"] != target_id
+    if moving and not manifest["has_inputs"]:
+        result["notes"].append(
+            f"the manifest of deployment {target_id} predates stored inputs: the restored record has inputs {{}} "
+            "(the files are restored exactly; the record lacks the model and version facts until the next new deployment)"
+        )
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    record = restored_record(current, instance, target_id, now, manifest["inputs"], archive_dir)
+    env_text = deployment_env_text(instance, target_id)
+    record_changed = record != current
+    env_changed = _read_text(env_path) != env_text
+    changed = bool(plan) or record_changed or env_changed
+    result.update(
+        changed=changed,
+        record=record,
+        rolled_back_from=current["deployment_id"] if moving else None,
+        restored_files=[entry["path"] for entry in plan],
+    )
+    if module._diff:
+        result["diff"] = [
+            dict(before_header=record_path, after_header=record_path, before=_record_json(current), after=_record_json(record)),
+            dict(before_header=f"files that differ from the archive {archive_dir}", after_header="restored from the archive (contents not shown)",
+                 before="", after=describe_plan(plan)),
+        ]
+    if not changed:
+        module.exit_json(msg=f"instance {instance} is already on deployment {target_id} and every archived file is identical; nothing to restore",
+                         **result)
+    verb = "would restore" if module.check_mode else "restored"
+    summary = f"{verb} deployment {target_id}" + (f" (rolled back from {current['deployment_id']})" if moving else "")
+    summary += f": {len(plan)} file(s) from {archive_dir}"
+    for note in result["notes"]:
+        module.warn(note)
+    if module.check_mode:
+        module.exit_json(msg=summary, **result)
+
+    try:
+        for entry in plan:
+            _atomic_write(entry["path"], archived[entry["archived"]], entry["mode"])
+        if env_changed:
+            _atomic_write(env_path, env_text.encode("utf-8"), 0o644)
+        # The record last: until it is written, a rerun targets the same deployment and finishes the job.
+        if record_changed:
+            _atomic_write(record_path, _record_json(record).encode("utf-8"), 0o644)
+    except OSError as exc:
+        module.fail_json(msg=f"cannot restore deployment {target_id}: {exc}", **result)
+    module.exit_json(msg=summary, **result)
+
+
+if __name__ == "__main__":
+    main()
