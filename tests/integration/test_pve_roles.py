@@ -85,7 +85,7 @@ def sim_cli(*args, timeout=120):
 
 
 def ensure_template():
-    if (CACHE / TEMPLATE).exists():
+    if (CACHE / TEMPLATE).exists() and sim_cli("template", "check", "--output", CACHE / TEMPLATE).returncode == 0:
         return
     if shutil.which("debootstrap") is None or shutil.which("zstd") is None:
         pytest.skip("no template in %s and no debootstrap/zstd to build one" % CACHE)

@@ -3,16 +3,23 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The Proxmox VE simulator on real LXC: a container created through the API, GPU kit nodes passed in both styles,
-and the devices cgroup proved from INSIDE the container (ENXIO = allowed, no driver; EPERM = no allow line).
+and the devices cgroup proved from INSIDE the container (ENXIO = allowed, no driver; EPERM = no allow line); and
+two containers on the node's bridge, reached over SSH at their own addresses, each with its own host keys and a
+read-only bind mount of a host directory.
 
-Needs root, lxc (lxc-start) and the local debootstrap template (built once into .build/pve-sim-cache, or taken
-from PVE_SIM_TEMPLATE_CACHE). Everything it creates lives in a temporary state dir and /dev/pvesim-<id>/, both removed.
+Needs root, lxc (lxc-start) and the local debootstrap template (built into .build/pve-sim-cache, or taken from
+PVE_SIM_TEMPLATE_CACHE, and rebuilt there when its recipe is stale); the SSH test also needs ssh and ssh-keygen.
+Everything it creates lives in temporary state dirs, /dev/pvesim-<id>/ and a bridge pvst<id> on a free 10.213.X.0/24,
+all removed.
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import pathlib
+import random
+import re
 import shutil
 import subprocess
 import sys
@@ -54,10 +61,11 @@ def sim_cli(*args, timeout=120):
 
 
 def ensure_template():
-    if (CACHE / TEMPLATE).exists():
+    """The cached template, rebuilt when it is missing or was built from another recipe (`template check`)."""
+    if sim_cli("template", "check", "--output", CACHE / TEMPLATE).returncode == 0:
         return
     if shutil.which("debootstrap") is None or shutil.which("zstd") is None:
-        pytest.skip("no template in %s and no debootstrap/zstd to build one" % CACHE)
+        pytest.skip("no current template in %s and no debootstrap/zstd to build one" % CACHE)
     CACHE.mkdir(parents=True, exist_ok=True)
     built = sim_cli("template", "build", "--output", CACHE / TEMPLATE, timeout=1200)
     if built.returncode != 0:
@@ -152,3 +160,145 @@ def test_gpu_passthrough_in_both_styles_is_proved_inside_the_container(node):
     wait_task(api, api.nodes("pve").lxc(vmid).delete())
     assert not conf.exists()
     assert not any((state / "lxc").iterdir())
+
+
+# -- the node's bridge: containers reached over SSH ---------------------------------------------------
+
+SSH_OPTIONS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "ConnectTimeout=3",
+               "-o", "LogLevel=ERROR"]
+
+
+def free_test_network():
+    """A 10.213.X.0/24 that overlaps none of this host's routes and addresses (pve-sim would refuse it)."""
+    if str(SIM_SOURCE) not in sys.path:
+        sys.path.insert(0, str(SIM_SOURCE))
+    from pve_sim.network import host_networks  # pylint: disable=import-outside-toplevel
+
+    taken = [network for network, _dev in host_networks()]
+    thirds = list(range(100, 250))
+    random.shuffle(thirds)
+    free = [candidate for candidate in (ipaddress.IPv4Network(("10.213.%d.0" % third, 24)) for third in thirds)
+            if not any(candidate.overlaps(network) for network in taken)]
+    if not free:
+        pytest.skip("no free 10.213.X.0/24 on this host")
+    return free[0]
+
+
+def ifindex(name):
+    try:
+        return int(pathlib.Path("/sys/class/net/%s/ifindex" % name).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+@pytest.fixture
+def bridged_node(tmp_path):
+    """pve-sim with its own bridge pvst<id> on a free 10.213.X.0/24; containers, server and bridge removed afterwards."""
+    for tool in ("ssh", "ssh-keygen", "ssh-keyscan"):
+        if shutil.which(tool) is None:
+            pytest.skip("%s is missing" % tool)
+    ensure_template()
+    network = free_test_network()
+    bridge = "pvst%s" % uuid.uuid4().hex[:8]
+    gateway = "%s/%d" % (network.network_address + 1, network.prefixlen)
+    state = tmp_path / "state"
+    started = sim_cli("start", "--state-dir", state, "--listen", "127.0.0.1:0", "--template-cache", CACHE, "--bridge",
+                      "%s=%s" % (bridge, gateway), "--wait", 60)
+    created_index = ifindex(bridge)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        endpoint = json.loads((state / "endpoint.json").read_text())
+        api = ProxmoxAPI("127.0.0.1", port=endpoint["port"], user="root@pam", password=(state / "root-password").read_text().strip(),
+                         verify_ssl=str(state / "etc" / "pve" / "local" / "pve-ssl.pem"), timeout=60)
+        yield {"api": api, "state": state, "bridge": bridge, "network": network, "ifindex": created_index}
+    finally:
+        lxcpath = state / "lxc"
+        if lxcpath.is_dir():
+            for name in os.listdir(lxcpath):
+                if (lxcpath / name / "config").exists():
+                    subprocess.run(["lxc-stop", "-P", str(lxcpath), "-n", name, "-k"], capture_output=True, timeout=60, check=False)
+                    subprocess.run(["lxc-destroy", "-P", str(lxcpath), "-n", name], capture_output=True, timeout=60, check=False)
+        sim_cli("stop", "--state-dir", state, timeout=60)
+        # Only the bridge this fixture's pve-sim created (same ifindex), should its stop have failed.
+        if created_index is not None and ifindex(bridge) == created_index:
+            subprocess.run(["ip", "link", "del", bridge], capture_output=True, timeout=30, check=False)
+
+
+def ssh(key, address, command, timeout=20):
+    return subprocess.run(["ssh", "-i", str(key)] + SSH_OPTIONS + ["root@%s" % address, command], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def free_vmids(count):
+    """High vmids: a container's host-side veth is veth<vmid>i<N>, global on this machine, so avoid the usual 100..."""
+    start = random.randrange(900000000, 999999000)
+    return [start + offset for offset in range(count) if not pathlib.Path("/sys/class/net/veth%di0" % (start + offset)).exists()]
+
+
+def test_containers_on_the_node_bridge_answer_ssh_with_their_own_host_keys_and_a_read_only_bind_mount(bridged_node, tmp_path):
+    api, state, bridge, network = bridged_node["api"], bridged_node["state"], bridged_node["bridge"], bridged_node["network"]
+    gateway = network.network_address + 1
+    assert bridged_node["ifindex"] is not None and ifindex(bridge) == bridged_node["ifindex"]
+    assert pathlib.Path("/proc/sys/net/ipv4/conf/%s/forwarding" % bridge).read_text().strip() == "0"
+    key = tmp_path / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "pve-sim-test", "-f", str(key)], check=True, timeout=30)
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    token = uuid.uuid4().hex
+    (mirror / "served.txt").write_text(token + "\n")
+
+    containers = {}
+    for vmid, host in zip(free_vmids(2), (11, 12)):
+        address = str(network.network_address + host)
+        upid = api.nodes("pve").lxc.post(vmid=vmid, ostemplate="local:vztmpl/" + TEMPLATE, hostname="sshct%d" % host, cores=1, memory=512,
+                                         net0="name=eth0,bridge=%s,ip=%s/%d,gw=%s" % (bridge, address, network.prefixlen, gateway),
+                                         mp0="%s,mp=/srv/llmops-mirror,ro=1" % mirror,
+                                         **{"ssh-public-keys": (tmp_path / "id_ed25519.pub").read_text()})
+        wait_task(api, upid)
+        net0 = api.nodes("pve").lxc(vmid).config.get()["net0"]
+        containers[vmid] = {"address": address, "hwaddr": re.search(r"hwaddr=([0-9A-F:]{17})", net0).group(1), "net0": net0}
+    assert len(containers) == 2
+
+    # What pve-sim cannot realise fails the start task, with PVE's words where PVE has them.
+    vmid, container = next(iter(containers.items()))
+    refused = {
+        container["net0"].replace("bridge=%s," % bridge, "bridge=%sx," % bridge): "bridge '%sx' does not exist" % bridge,
+        re.sub(r"ip=[^,]+", "ip=dhcp", container["net0"]): "pve-sim has no DHCP server: give net0 ip=<address>/<prefix>",
+    }
+    for value, message in refused.items():
+        api.nodes("pve").lxc(vmid).config.put(net0=value)
+        with pytest.raises(AssertionError, match="failed: %s" % re.escape(message)):
+            wait_task(api, api.nodes("pve").lxc(vmid).status.start.post())
+        assert api.nodes("pve").lxc(vmid).status.current.get()["status"] == "stopped"
+    api.nodes("pve").lxc(vmid).config.put(net0=container["net0"])
+
+    for vmid in containers:
+        wait_task(api, api.nodes("pve").lxc(vmid).status.start.post())
+
+    deadline = time.time() + 60
+    for vmid, container in containers.items():
+        while True:
+            result = ssh(key, container["address"], "cat /srv/llmops-mirror/served.txt /sys/class/net/eth0/address")
+            if result.returncode == 0 or time.time() > deadline:
+                break
+            time.sleep(1)
+        assert result.returncode == 0, "CT %d at %s: %s" % (vmid, container["address"], result.stderr)
+        assert result.stdout.split() == [token, container["hwaddr"].lower()]
+        written = ssh(key, container["address"], "touch /srv/llmops-mirror/written")
+        assert written.returncode != 0 and "Read-only file system" in written.stderr
+        scanned = subprocess.run(["ssh-keyscan", "-T", "5", "-t", "ed25519", container["address"]], capture_output=True, text=True,
+                                 timeout=30, check=False).stdout.split()
+        rootfs = state / "var" / "lib" / "vz" / "images" / str(vmid) / ("subvol-%d-disk-0.subvol" % vmid)
+        on_disk = (rootfs / "etc" / "ssh" / "ssh_host_ed25519_key.pub").read_text().split()
+        assert scanned[1:3] == on_disk[:2] and on_disk[2] == "root@sshct%s" % container["address"].rsplit(".", 1)[1]
+        container["host_key"] = on_disk[1]
+    assert not (mirror / "written").exists()
+    first, second = list(containers.values())
+    assert first["host_key"] != second["host_key"] and first["hwaddr"] != second["hwaddr"]
+
+    for vmid in containers:
+        wait_task(api, api.nodes("pve").lxc(vmid).status.stop.post())
+        wait_task(api, api.nodes("pve").lxc(vmid).delete())
+    stopped = sim_cli("stop", "--state-dir", state, timeout=60)
+    assert stopped.returncode == 0 and "removed bridge %s" % bridge in stopped.stdout, stopped.stdout + stopped.stderr
+    assert ifindex(bridge) is None

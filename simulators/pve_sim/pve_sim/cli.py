@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import argparse
+import glob
+import hashlib
 import json
 import os
 import shutil
@@ -19,10 +21,56 @@ import time
 from pve_sim.auth import AuthStore
 
 DEFAULT_TEMPLATE = "debian-12-standard_12.7-1_amd64.tar.zst"
-TEMPLATE_PACKAGES = "systemd,systemd-sysv,python3,dbus,procps,iproute2"
+TEMPLATE_SUITE = "bookworm"
+TEMPLATE_PACKAGES = "systemd,systemd-sysv,python3,python3-apt,python3-venv,dbus,procps,iproute2,openssh-server"
 # Units that wait for hardware a container does not have.
 MASKED_UNITS = ("systemd-firstboot.service", "getty.target", "console-getty.service", "systemd-udevd.service", "systemd-udev-trigger.service",
                 "systemd-modules-load.service", "sys-kernel-debug.mount", "systemd-remount-fs.service")
+# Units started at boot (enabled here even if a package's postinst did not).
+ENABLED_UNITS = (("ssh.service", "multi-user.target.wants"),)
+# Removed from the rootfs before packing: apt lists and downloaded packages (half the size), and host keys (a template
+# must not ship them; create makes new ones).
+REMOVED_PATHS = ("var/lib/apt/lists/*_*", "var/cache/apt/archives/*.deb", "var/cache/apt/*.bin", "etc/ssh/ssh_host_*")
+# The containers reach nothing beyond this machine, so the template names no Debian mirror: an apt update would only
+# fail on it. Sites give their own sources (for example a repository on a bind mount).
+SOURCES_LIST = ("# pve-sim: containers reach only this machine (the node's bridge address), so no Debian mirror is listed.\n"
+                "# Add a repository this machine serves, or a file: repository on a mount point, in sources.list.d/.\n")
+# What makes a template: a tarball built from another recipe is stale. Bump RECIPE_REVISION when build_template
+# changes what it produces in a way these fields do not show.
+RECIPE_REVISION = 3
+
+
+def template_recipe():
+    return {"revision": RECIPE_REVISION, "suite": TEMPLATE_SUITE, "variant": "minbase", "include": TEMPLATE_PACKAGES.split(","),
+            "sources_list": SOURCES_LIST, "masked": list(MASKED_UNITS), "enabled": [unit for unit, _target in ENABLED_UNITS], "removed": list(REMOVED_PATHS),
+            "format": "tar.zst"}
+
+
+def recipe_digest(recipe=None):
+    """sha256 of the recipe (canonical JSON): written next to a built tarball as <tarball>.recipe."""
+    return hashlib.sha256(json.dumps(recipe or template_recipe(), sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def recipe_path(tarball):
+    return tarball + ".recipe"
+
+
+def template_is_current(tarball):
+    """(True, why) when the tarball exists and its .recipe names the current recipe's digest; (False, why) otherwise."""
+    if not os.path.isfile(tarball):
+        return False, "%s does not exist" % tarball
+    try:
+        with open(recipe_path(tarball), encoding="utf-8") as handle:
+            recorded = json.load(handle).get("digest")
+    except FileNotFoundError:
+        return False, "%s has no recipe file (%s): built before recipes were recorded, or packed from a rootfs" % (
+            tarball, recipe_path(tarball))
+    except (OSError, ValueError, AttributeError) as error:
+        return False, "%s: unreadable recipe file: %s" % (tarball, error)
+    current = recipe_digest()
+    if recorded != current:
+        return False, "%s was built from recipe %s, the current one is %s" % (tarball, (recorded or "?")[:12], current[:12])
+    return True, "%s matches the current recipe %s" % (tarball, current[:12])
 
 
 def _listen(value):
@@ -50,21 +98,30 @@ def _seed_templates(state_dir, cache):
 
 def cmd_serve(args):
     # Imported here so that gpu-kit and pct work on a machine without the server's dependencies.
+    from pve_sim import network  # pylint: disable=import-outside-toplevel
     from pve_sim.node import Node  # pylint: disable=import-outside-toplevel
     from pve_sim.runtime import LxcRuntime, NullRuntime  # pylint: disable=import-outside-toplevel
     from pve_sim.server import ApiServer, ensure_certificate  # pylint: disable=import-outside-toplevel
 
     state_dir = os.path.abspath(args.state_dir)
+    if not args.no_lxc and not shutil.which("lxc-start"):
+        sys.stderr.write("pve-sim: lxc-start not found; install lxc or run with --no-lxc\n")
+        return 2
+    try:
+        bridges = network.validate_bridge_args(args.bridge, state_dir)
+    except network.BridgeError as error:
+        sys.stderr.write("pve-sim: %s (nothing created)\n" % error)
+        return 2
     os.makedirs(state_dir, exist_ok=True)
+    if bridges:
+        try:
+            network.ensure_bridges(state_dir, bridges, log=lambda text: print(text, flush=True))
+        except (network.BridgeError, OSError) as error:
+            sys.stderr.write("pve-sim: %s\n" % error)
+            return 2
     AuthStore.initialise(state_dir, args.root_password)
     _seed_templates(state_dir, args.template_cache or os.environ.get("PVE_SIM_TEMPLATE_CACHE"))
-    if args.no_lxc:
-        runtime = NullRuntime(state_dir)
-    else:
-        if not shutil.which("lxc-start"):
-            sys.stderr.write("pve-sim: lxc-start not found; install lxc or run with --no-lxc\n")
-            return 2
-        runtime = LxcRuntime(state_dir)
+    runtime = NullRuntime(state_dir) if args.no_lxc else LxcRuntime(state_dir)
     node = Node(state_dir, args.node, runtime)
     cert, key, fingerprint = ensure_certificate(state_dir, args.node)
     node.fingerprint = fingerprint
@@ -106,11 +163,18 @@ def _read_pid(state_dir):
 
 
 def cmd_start(args):
+    from pve_sim import network  # pylint: disable=import-outside-toplevel
+
     state_dir = os.path.abspath(args.state_dir)
-    os.makedirs(state_dir, exist_ok=True)
     if _read_pid(state_dir):
         print("pve-sim: already running (pid %d)" % _read_pid(state_dir))
         return 0
+    try:
+        network.validate_bridge_args(args.bridge, state_dir)  # refuse here, before a server is started
+    except network.BridgeError as error:
+        sys.stderr.write("pve-sim: %s (nothing created)\n" % error)
+        return 2
+    os.makedirs(state_dir, exist_ok=True)
     command = [sys.executable, "-m", "pve_sim", "serve", "--state-dir", state_dir, "--listen", args.listen, "--node", args.node,
                "--auth-failure-delay", str(args.auth_failure_delay)]
     if args.no_lxc:
@@ -119,6 +183,8 @@ def cmd_start(args):
         command += ["--template-cache", args.template_cache]
     if args.root_password:
         command += ["--root-password", args.root_password]
+    for bridge in args.bridge or ():
+        command += ["--bridge", bridge]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.pathsep + env.get("PYTHONPATH", "")
     endpoint = os.path.join(state_dir, "endpoint.json")
@@ -150,13 +216,26 @@ def cmd_start(args):
 
 
 def cmd_stop(args):
+    from pve_sim import network  # pylint: disable=import-outside-toplevel
+
     state_dir = os.path.abspath(args.state_dir)
+    status = _stop_server(state_dir, args.wait)
+    # After the server (even one that is not running): only the bridges this state dir's pve-sim created.
+    try:
+        network.remove_created_bridges(state_dir)
+    except network.BridgeError as error:
+        sys.stderr.write("pve-sim: %s\n" % error)
+        return 1
+    return status
+
+
+def _stop_server(state_dir, wait):
     pid = _read_pid(state_dir)
     if not pid:
         print("pve-sim: not running")
         return 0
     os.kill(pid, signal.SIGTERM)
-    deadline = time.time() + args.wait
+    deadline = time.time() + wait
     while time.time() < deadline:
         try:
             os.kill(pid, 0)
@@ -191,36 +270,66 @@ def cmd_gpu_kit(args):
     return 0
 
 
-def build_template(output, from_rootfs=None, mirror="http://deb.debian.org/debian", suite="bookworm", timeout=900):
-    """debootstrap --variant=minbase (systemd, python3) packed as a zstd tarball, PVE's vztmpl format."""
+def finish_rootfs(rootfs):
+    """The recipe's steps after debootstrap: mask hardware units, enable sshd, remove apt lists and host keys."""
+    with open(os.path.join(rootfs, "etc", "apt", "sources.list"), "w", encoding="utf-8") as handle:
+        handle.write(SOURCES_LIST)
+    for unit in MASKED_UNITS:
+        link = os.path.join(rootfs, "etc", "systemd", "system", unit)
+        if os.path.lexists(link):
+            os.unlink(link)
+        os.symlink("/dev/null", link)
+    for unit, target in ENABLED_UNITS:
+        wants = os.path.join(rootfs, "etc", "systemd", "system", target)
+        os.makedirs(wants, exist_ok=True)
+        if not os.path.lexists(os.path.join(wants, unit)):
+            os.symlink("/lib/systemd/system/" + unit, os.path.join(wants, unit))
+    for pattern in REMOVED_PATHS:
+        for path in glob.glob(os.path.join(rootfs, pattern)):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+
+
+def build_template(output, from_rootfs=None, mirror="http://deb.debian.org/debian", timeout=900):
+    """debootstrap --variant=minbase (systemd, python3, sshd) packed as a zstd tarball, PVE's vztmpl format, with the
+    recipe's digest in <output>.recipe. A tarball packed --from-rootfs gets no recipe file (it is not the recipe's)."""
     work = tempfile.mkdtemp(prefix="pve-sim-template.", dir=os.path.dirname(os.path.abspath(output)))
     try:
         rootfs = from_rootfs
         if rootfs is None:
             rootfs = os.path.join(work, "rootfs")
-            subprocess.run(["debootstrap", "--variant=minbase", "--include=" + TEMPLATE_PACKAGES, suite, rootfs, mirror],
+            subprocess.run(["debootstrap", "--variant=minbase", "--include=" + TEMPLATE_PACKAGES, TEMPLATE_SUITE, rootfs, mirror],
                            check=True, capture_output=True, timeout=timeout)
-            for unit in MASKED_UNITS:
-                link = os.path.join(rootfs, "etc", "systemd", "system", unit)
-                if os.path.lexists(link):
-                    os.unlink(link)
-                os.symlink("/dev/null", link)
-            shutil.rmtree(os.path.join(rootfs, "var", "lib", "apt", "lists"), ignore_errors=True)
+            finish_rootfs(rootfs)
         temporary = os.path.join(work, "template.tar.zst")
         with subprocess.Popen(["tar", "-C", rootfs, "--numeric-owner", "-cf", "-", "."], stdout=subprocess.PIPE) as tar:
             subprocess.run(["zstd", "-q", "-T0", "-o", temporary], stdin=tar.stdout, check=True, timeout=timeout)
+        if os.path.lexists(recipe_path(output)):
+            os.unlink(recipe_path(output))
         os.replace(temporary, output)
+        if from_rootfs is None:
+            with open(recipe_path(output) + ".tmp", "w", encoding="utf-8") as handle:
+                json.dump({"digest": recipe_digest(), "recipe": template_recipe()}, handle, indent=1, sort_keys=True)
+            os.replace(recipe_path(output) + ".tmp", recipe_path(output))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return output
 
 
 def cmd_template(args):
-    output = args.output or os.path.join(_template_dir(os.path.abspath(args.state_dir)), DEFAULT_TEMPLATE)
-    if os.path.exists(output) and not args.force:
+    output = os.path.abspath(args.output or os.path.join(_template_dir(os.path.abspath(args.state_dir)), DEFAULT_TEMPLATE))
+    current, why = template_is_current(output)
+    if args.action == "check":
+        print("pve-sim: template %s: %s" % ("current" if current else "stale", why))
+        return 0 if current else 1
+    if not args.force and not args.from_rootfs and current:
         print(output)
         return 0
-    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    if not args.from_rootfs and os.path.exists(output):
+        print("pve-sim: rebuilding: %s" % why, file=sys.stderr)
+    os.makedirs(os.path.dirname(output), exist_ok=True)
     print(build_template(output, args.from_rootfs, args.mirror))
     return 0
 
@@ -255,6 +364,9 @@ def build_parser():
         command.add_argument("--template-cache", help="directory of vztmpl tarballs to link into storage 'local' (or PVE_SIM_TEMPLATE_CACHE)")
         command.add_argument("--root-password", help="password of root@pam on first start (default: generated into STATE/root-password)")
         command.add_argument("--auth-failure-delay", type=float, default=0.0, help="seconds to delay 401 answers (a real node waits 3)")
+        command.add_argument("--bridge", action="append", metavar="NAME=GATEWAY/PREFIX",
+                             help="the node's bridge (a vmbr), e.g. llmsbx0=10.213.0.1/24: created with that address unless it exists, "
+                                  "removed by 'stop' if pve-sim created it; private networks only, no forwarding, no NAT (repeatable)")
 
     serve = sub.add_parser("serve", help="run the API server in the foreground")
     server_options(serve)
@@ -282,13 +394,15 @@ def build_parser():
                      help="allow nodes in the real /dev: /dev itself (throwaway machines only) or a --dev-dir below it (dev[n] paths must be under /dev)")
     kit.set_defaults(func=cmd_gpu_kit)
 
-    template = sub.add_parser("template", help="build the local debootstrap template (once; reused)")
-    template.add_argument("action", choices=["build"])
+    template = sub.add_parser("template", help="build the local debootstrap template (reused while its recipe is current), or check it")
+    template.add_argument("action", choices=["build", "check"],
+                          help="build: unless the tarball exists and matches the current recipe (or --force); "
+                               "check: exit 0 when it does, 1 otherwise")
     template.add_argument("--state-dir", default=".")
     template.add_argument("--output", help="tarball path (default STATE/var/lib/vz/template/cache/%s)" % DEFAULT_TEMPLATE)
     template.add_argument("--from-rootfs", help="pack this existing rootfs instead of running debootstrap")
     template.add_argument("--mirror", default="http://deb.debian.org/debian")
-    template.add_argument("--force", action="store_true")
+    template.add_argument("--force", action="store_true", help="build even when the tarball is current")
     template.set_defaults(func=cmd_template)
 
     pct = sub.add_parser("pct", help="pct-like access to realised containers: exec, enter, status")

@@ -20,7 +20,7 @@ import shutil
 import threading
 import time
 
-from pve_sim import PVE_RELEASE, PVE_REPOID, PVE_VERSION, schema
+from pve_sim import PVE_RELEASE, PVE_REPOID, PVE_VERSION, guest, mounts, schema
 from pve_sim.auth import PermissionDenied
 from pve_sim.configfile import ConfigMissing, api_view, load, pve_lxc_config, render_new, set_description, write_atomic
 from pve_sim.runtime import TaskFailed, device_rdev
@@ -304,6 +304,10 @@ class Node:
         storage = params.pop("storage", "local")
         password = params.pop("password", None)
         ssh_keys = params.pop("ssh-public-keys", None)
+        if ssh_keys is not None:
+            invalid = guest.validate_ssh_public_keys(ssh_keys)
+            if invalid:
+                raise die(invalid)
         start = schema.parse_boolean(params.pop("start", "0"))
         self.check_modify_perm(identity, vmid, None, params, [], unprivileged)
         template = self.template_path(ostemplate)
@@ -330,14 +334,16 @@ class Node:
         def work(task):
             rootfs = self.rootfs_path(pve_lxc_config.parse("rootfs: %s\n" % options_out["rootfs"]), vmid)
             try:
+                # Where PVE allocates the mount points' volumes.
+                for key in mounts.mount_point_keys(options_out):
+                    mounts.check_supported(key, options_out[key])
                 self.runtime.extract(vmid, template, rootfs, task)
                 if password:
                     task.log("setting root password (not applied by pve-sim)")
+                # PVE::LXC::Setup::post_create_hook
                 if ssh_keys:
-                    ssh_dir = os.path.join(rootfs, "root", ".ssh")
-                    os.makedirs(ssh_dir, mode=0o700, exist_ok=True)
-                    with open(os.path.join(ssh_dir, "authorized_keys"), "a", encoding="utf-8") as handle:
-                        handle.write(ssh_keys.rstrip("\n") + "\n")
+                    guest.write_authorized_keys(rootfs, ssh_keys)
+                guest.rewrite_ssh_host_keys(rootfs, options_out["hostname"], task.log)
                 with self.config_lock(vmid):
                     write_atomic(self.config_dir, vmid, render_new(options_out, description))
             except Exception as error:  # pylint: disable=broad-except
@@ -425,6 +431,11 @@ class Node:
                     try:
                         device_rdev(pve_lxc_config.parse_device(value)["path"])
                     except TaskFailed as error:
+                        raise die(str(error)) from None
+                if re.match(r"^mp\d+$", key):
+                    try:
+                        mounts.check_supported(key, value)
+                    except mounts.NotImplementedMount as error:
                         raise die(str(error)) from None
             for key in deleted:
                 if key == "description":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import secrets
 
 from pve_sim.configfile import pve_lxc_config
 
@@ -67,6 +68,17 @@ def _format_dev(value):
 def _format_pve_volume(value):
     if ":" not in value and not value.startswith("/"):
         raise FormatError("unable to parse volume ID '%s'\n" % value)
+
+
+def _format_mp_string(value):
+    """PVE::LXC::Config::verify_lxc_mp_string: no /./ or /../, no /. or /.. at the end, no ../ at the start."""
+    if re.search(r"/\.\.?/", value) or re.search(r"/\.\.?$", value) or value.startswith("../"):
+        raise FormatError("%s contains illegal character sequences\n" % value)
+
+
+def _format_mp_volume(value):
+    _format_mp_string(value)
+    _format_pve_volume(value)
 
 
 def _property_string(fields, default_key=None, required=()):
@@ -181,7 +193,7 @@ _MP_OPTION_FIELDS = {
     "acl": _bool(), "backup": _bool(),
     "mountoptions": _str(pattern=r"(discard|lazytime|noatime|nodev|noexec|nosuid)(;(discard|lazytime|noatime|nodev|noexec|nosuid))*"),
     "quota": _bool(), "replicate": _bool(), "ro": _bool(), "shared": _bool(), "size": _str(pattern=r"\d+(\.\d+)?[KMGT]?"),
-    "volume": _str(_format_pve_volume), "mp": _str(pattern=r"/.*"),
+    "volume": _str(_format_mp_volume), "mp": _str(_format_mp_string, pattern=r"/.*"),
 }
 _ROOTFS_FIELDS = dict((key, value) for key, value in _MP_OPTION_FIELDS.items() if key not in ("backup", "mp"))
 
@@ -235,6 +247,8 @@ CREATE_EXTRA = {
     "ignore-unpack-errors": _bool(), "bwlimit": _num(0), "ha-managed": _bool(),
 }
 CREATE_REQUIRED = ("vmid", "ostemplate")
+# Parameters whose value may span lines ("one key per line" for ssh-public-keys).
+MULTILINE = ("description", "ssh-public-keys")
 UPDATE_EXTRA = {"delete": _str(_format_configid_list), "revert": _str(_format_configid_list), "digest": _str(max_length=40)}
 
 
@@ -307,7 +321,7 @@ def verify(params, extra, required=(), container_options=False):
             errors[key] = NOT_IN_SCHEMA
             continue
         if "\n" in str(value) or "\r" in str(value):
-            if key != "description":
+            if key not in MULTILINE:
                 errors[key] = "value contains a line feed"
                 continue
         message = _check_value(spec, value)
@@ -320,9 +334,38 @@ def verify(params, extra, required=(), container_options=False):
         raise ParamError(errors)
 
 
+# PVE's default datacenter.cfg mac_prefix (the Proxmox OUI): PVE::Tools::random_ether_addr keeps it and randomises the rest.
+MAC_PREFIX = "BC:24:11"
+
+
+def random_hwaddr(prefix=MAC_PREFIX):
+    """A MAC address like PVE::Tools::random_ether_addr(mac_prefix): the prefix, then random octets."""
+    octets = bytearray(secrets.token_bytes(6))
+    octets[0] = (octets[0] & 0xFE) | 0x02  # unicast, locally administered (replaced by the prefix when there is one)
+    address = ":".join("%02X" % octet for octet in octets)
+    return prefix.upper() + address[len(prefix):] if prefix else address
+
+
+def normalise_net(value, new_hwaddr=random_hwaddr):
+    """print_lxc_network(parse_lxc_network(value)) as PVE stores a netN at create and update: a generated hwaddr
+    when none is given (so the MAC stays the same across restarts), type=veth, booleans 1/0, the required key
+    (name) first and the rest sorted."""
+    items = dict(parse_net(value))
+    if not items.get("hwaddr"):
+        items["hwaddr"] = new_hwaddr()
+    items["type"] = "veth"
+    for key, item in items.items():
+        if _NET_FIELDS[key]["type"] == "boolean":
+            items[key] = "1" if parse_boolean(item) else "0"
+    ordered = ["name"] + sorted(key for key in items if key != "name")
+    return ",".join("%s=%s" % (key, items[key]) for key in ordered)
+
+
 def normalise(key, value):
-    """The value as PVE writes it into the config (booleans 0/1)."""
+    """The value as PVE writes it into the config (booleans 0/1; netN as print_lxc_network prints it)."""
     spec = option_spec(key)
     if spec and spec["type"] == "boolean":
         return "1" if parse_boolean(value) else "0"
+    if re.match(r"^net\d+$", key):
+        return normalise_net(str(value))
     return str(value)
