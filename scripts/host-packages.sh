@@ -13,6 +13,8 @@ declare -A wanted=(
   [make]=make
   [openssl]=openssl
   [zstd]=zstd
+  [openssh-client]=ssh-keygen
+  [iproute2]=ip
 )
 missing=()
 for pkg in "${!wanted[@]}"; do

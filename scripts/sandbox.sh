@@ -1,24 +1,150 @@
 #!/usr/bin/env bash
 # `make sandbox` / `make sandbox-down`: the whole deployment on this machine, without GPU or Proxmox.
+#
+# up:   the node's stand-ins (GPU kit under /dev/llmops-sandbox, a stand-in root for the node's files), the site
+#       mirror, an SSH key and the API key, the Proxmox VE simulator with the bridge llmsbx0 (10.213.0.1/24, no route
+#       beyond this machine); then `ansible-playbook -i inventories/sandbox deploy.yml` and the verification summary.
+#       Rerunning it is a rerun of the deployment (changed=0 when nothing changed).
+# down: the containers, the simulator (and the bridge it made), /dev/llmops-sandbox and .build/sandbox; nothing else
+#       (the template cache .build/pve-sim-cache is shared with the tests and kept).
+# Extra arguments after `up` go to ansible-playbook (e.g. scripts/sandbox.sh up --tags service).
+# prepare: everything `up` does before the playbook (the tests and the bench run ansible-playbook themselves).
+# summary: the verification summary of the last run.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
+SANDBOX_DIR="$REPO_ROOT/.build/sandbox"
+PVE_STATE="$SANDBOX_DIR/pve-sim"
+TEMPLATE_CACHE="${PVE_SIM_TEMPLATE_CACHE:-$REPO_ROOT/.build/pve-sim-cache}"
+TEMPLATE="debian-12-standard_12.7-1_amd64.tar.zst"
+DEV_DIR=/dev/llmops-sandbox
+# Must match inventories/sandbox (pve_container_api_port, pve_container_net0, sandbox_driver_version).
+API_LISTEN=127.0.0.1:18006
+BRIDGE=llmsbx0=10.213.0.1/24
+DRIVER_VERSION=580.95.05
+UVM_MAJOR=508
+INVENTORY="$REPO_ROOT/inventories/sandbox"
+
+pve_sim() {
+  PYTHONPATH="$REPO_ROOT/simulators/pve_sim${PYTHONPATH:+:$PYTHONPATH}" "$VENV/bin/python" -m pve_sim "$@"
+}
+
+write_script() {
+  mkdir -p "$(dirname "$1")"
+  cat >"$1"
+  chmod 0755 "$1"
+}
+
+prepare_node() {
+  # The node's GPUs: character nodes with NVIDIA's majors, a proc version file and a stand-in nvidia-smi.
+  pve_sim gpu-kit --root "$SANDBOX_DIR/gpu-kit" --uvm-major "$UVM_MAJOR" --gpus 2 --driver-version "$DRIVER_VERSION" \
+    --dev-dir "$DEV_DIR" --real-dev >/dev/null
+  local root="$SANDBOX_DIR/node-root"
+  mkdir -p "$root/etc/udev/rules.d" "$root/etc/modules-load.d" "$root/etc/systemd/system" "$root/run/lock/lxc"
+  # nvidia-modprobe on a real node (re)creates the uvm nodes; here the GPU kit does, with the same major.
+  write_script "$root/usr/bin/nvidia-modprobe" <<SCRIPT
+#!/usr/bin/env bash
+set -eu
+echo "\$*" >> "$root/nvidia-modprobe.log"
+PYTHONPATH="$REPO_ROOT/simulators/pve_sim" exec "$VENV/bin/python" -m pve_sim gpu-kit --root "$SANDBOX_DIR/gpu-kit" \\
+  --uvm-major $UVM_MAJOR --gpus 2 --driver-version $DRIVER_VERSION --dev-dir "$DEV_DIR" --real-dev >/dev/null
+SCRIPT
+  write_script "$root/usr/bin/udevadm" <<SCRIPT
+#!/usr/bin/env bash
+echo "\$*" >> "$root/udevadm.log"
+SCRIPT
+}
+
+prepare_secrets() {
+  mkdir -p "$SANDBOX_DIR/ssh" "$SANDBOX_DIR/secrets"
+  chmod 0700 "$SANDBOX_DIR/ssh" "$SANDBOX_DIR/secrets"
+  [ -f "$SANDBOX_DIR/ssh/id_ed25519" ] ||
+    ssh-keygen -q -t ed25519 -N '' -C llmops-sandbox -f "$SANDBOX_DIR/ssh/id_ed25519"
+  if [ ! -s "$SANDBOX_DIR/secrets/sglang-api-key" ]; then
+    (umask 077 && openssl rand -hex 24 >"$SANDBOX_DIR/secrets/sglang-api-key")
+  fi
+}
+
+ensure_template() {
+  mkdir -p "$TEMPLATE_CACHE"
+  if pve_sim template check --output "$TEMPLATE_CACHE/$TEMPLATE" >/dev/null 2>&1; then
+    return
+  fi
+  log "sandbox: building the container template (debootstrap, about 2 minutes, once)"
+  pve_sim template build --output "$TEMPLATE_CACHE/$TEMPLATE"
+}
+
+start_simulator() {
+  if pve_sim status --state-dir "$PVE_STATE" >/dev/null 2>&1; then
+    log "sandbox: pve-sim already runs ($PVE_STATE)"
+    return
+  fi
+  log "sandbox: starting pve-sim on $API_LISTEN with bridge $BRIDGE"
+  pve_sim start --state-dir "$PVE_STATE" --listen "$API_LISTEN" --template-cache "$TEMPLATE_CACHE" --bridge "$BRIDGE" --wait 60
+}
+
+print_summary() {
+  "$VENV/bin/python" - "$SANDBOX_DIR/reports" <<'PY'
+import json, pathlib, sys
+reports = sorted(pathlib.Path(sys.argv[1]).glob("*.json"))
+rows = [json.loads(path.read_text()) for path in reports if not path.name.startswith("rollout-")]
+print("\nVerification summary (%s)" % sys.argv[1])
+def mean(value):
+    return "%.2f" % value["mean"] if isinstance(value, dict) and value.get("mean") is not None else "-"
+print("%-16s %-10s %-7s %-14s %-6s %-10s %-7s %-8s %s" % ("host", "instance", "status", "deployment", "pid", "accept len", "accept", "probe", "log"))
+for row in rows:
+    print("%-16s %-10s %-7s %-14s %-6s %-10s %-7s %-8s %s" % (
+        row.get("host"), row.get("instance"), row.get("status"), (row.get("deployment_id") or "-")[:12] + "..",
+        row.get("main_pid"), mean(row.get("accept_length")), mean(row.get("acceptance_rate")), row.get("probe_verdict"),
+        row.get("log_file")))
+    if row.get("status") != "passed":
+        print("  failed at %s: %s" % (row.get("failed_step"), row.get("message")))
+failed = [row for row in rows if row.get("status") != "passed"]
+sys.exit(1 if failed or not rows else 0)
+PY
+}
+
+prepare() {
+  need_root "the sandbox (LXC containers, a bridge, device nodes)"
+  "$REPO_ROOT/scripts/host-packages.sh"
+  "$REPO_ROOT/scripts/venv.sh"
+  ensure_template
+  mkdir -p "$SANDBOX_DIR"
+  "$VENV/bin/python" "$REPO_ROOT/scripts/sandbox-mirror.py" "$SANDBOX_DIR/mirror" --driver-version "$DRIVER_VERSION" \
+    --proc-version-path /srv/host-proc-driver-nvidia/version
+  prepare_node
+  prepare_secrets
+  start_simulator
+}
+
+up() {
+  prepare
+  log "sandbox: ansible-playbook -i inventories/sandbox deploy.yml $*"
+  (cd "$REPO_ROOT" && PATH="$VENV/bin:$PATH" ansible-playbook -i "$INVENTORY" deploy.yml "$@")
+  print_summary
+}
+
+down() {
+  if [ -d "$PVE_STATE/lxc" ]; then
+    for config in "$PVE_STATE"/lxc/*/config; do
+      [ -e "$config" ] || continue
+      name=$(basename "$(dirname "$config")")
+      log "sandbox: removing container $name"
+      lxc-stop -P "$PVE_STATE/lxc" -n "$name" -k >/dev/null 2>&1 || true
+      lxc-destroy -P "$PVE_STATE/lxc" -n "$name" >/dev/null 2>&1 || true
+    done
+  fi
+  if [ -d "$PVE_STATE" ]; then
+    pve_sim stop --state-dir "$PVE_STATE" || true
+  fi
+  rm -rf "$DEV_DIR" "$SANDBOX_DIR"
+  log "sandbox: removed"
+}
+
 case "${1:-up}" in
-  up)
-    scripts_dir=$(dirname "$0")
-    "$scripts_dir/docker-engine.sh"
-    cat >&2 <<'MSG'
-make sandbox: not yet. The prerequisites are in place (host packages, .venv, Docker engine), but the
-embedded sandbox (a Proxmox node simulator on real LXC, two containers, the SGLang simulator as the server)
-has not landed yet: see the open issue "`ansible-playbook deploy.yml` end to end". Until then,
-`make molecule` runs the sglang_service role with the SGLang simulator in a systemd container.
-MSG
-    exit 2
-    ;;
-  down)
-    log "sandbox: nothing to remove (the sandbox has not landed yet)"
-    ;;
-  *)
-    die "usage: sandbox.sh up|down"
-    ;;
+  up) shift || true; up "$@" ;;
+  prepare) prepare ;;
+  down) down ;;
+  summary) print_summary ;;
+  *) die "usage: sandbox.sh up [ansible-playbook args] | prepare | down | summary" ;;
 esac
