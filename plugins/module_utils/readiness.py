@@ -77,3 +77,13 @@ def line_epoch(line):
         except ValueError:
             continue
     return None
+
+
+def describe_port_holders(holders, port):
+    """The part of a failure message that names processes holding the port while the unit is down ('' when none)."""
+    if not holders:
+        return ""
+    named = "; ".join("PID %s (%s, started %s)" % (holder["pid"], holder.get("cmdline") or holder.get("comm") or "?", holder.get("started_at") or "?")
+                      for holder in holders)
+    return (", but port %s is held by %s outside the unit: a server systemd does not own answers there (a stray, for example"
+            " one started with nohup); stop it by that PID after checking it, then start the unit" % (port, named))

@@ -107,6 +107,14 @@ ready_before_wait:
   returned: when ready
   type: bool
   sample: false
+port_holders:
+  description:
+    - When the unit is down, the processes that listen on the port of O(url) in this network namespace, none of them the
+      unit's (a stray server started by hand, for example with nohup). The failure message names them.
+  returned: when the unit exited or is down
+  type: list
+  elements: dict
+  sample: [{"pid": 4242, "cmdline": "python3 -m sglang.launch_server --port 30000", "comm": "python3", "started_at": "2026-11-29T19:40:02Z"}]
 log_file:
   description: The log file of the current invocation (C(current.log) resolved).
   returned: when the current invocation's log was found
@@ -130,9 +138,12 @@ startup_error:
 import os
 import time
 
+from urllib.parse import urlparse
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 from ansible_collections.llmops.serving.plugins.module_utils import log_header
+from ansible_collections.llmops.serving.plugins.module_utils import procfs
 from ansible_collections.llmops.serving.plugins.module_utils import readiness
 from ansible_collections.llmops.serving.plugins.module_utils import systemd_show
 
@@ -153,6 +164,23 @@ def _current_header(path):
     except OSError:
         return None, None
     return resolved, summary
+
+
+def _port_of(url):
+    parsed = urlparse(url)
+    try:
+        return parsed.port or (443 if parsed.scheme == "https" else 80)
+    except ValueError:
+        return None
+
+
+def _port_holders(port):
+    """Processes listening on ``port`` in this network namespace (the unit is down: none of them is the unit's)."""
+    if port is None:
+        return []
+    inodes = [entry["inode"] for entry in procfs.listening_sockets(port=port)]
+    pids = sorted(set(pid for owners in procfs.socket_owners(inodes).values() for pid in owners))
+    return [procfs.describe_process(pid) for pid in pids]
 
 
 def main():
@@ -221,7 +249,11 @@ def main():
                              % (unit_name, kind, line, watch.path, "\n  ".join(last_lines)), **result)
         if state == readiness.FAILED:
             where = watch.path if watch else log_path
-            module.fail_json(msg="%s. Last lines of %s:\n  %s" % (waiting_for, where, "\n  ".join(last_lines) or "(no log of this invocation)"),
+            # A server that answers on the port while the unit is down is the incident's stray: name it first.
+            holders = _port_holders(_port_of(params["url"]))
+            result["port_holders"] = holders
+            module.fail_json(msg="%s%s. Last lines of %s:\n  %s" % (waiting_for, readiness.describe_port_holders(holders, _port_of(params["url"])),
+                                                                    where, "\n  ".join(last_lines) or "(no log of this invocation)"),
                              **result)
         if watch is not None and watch.ready_line:
             code = _health(health_url, timeout=min(5.0, max(1.0, interval * 4)))

@@ -52,3 +52,11 @@ def test_line_epoch_reads_seconds_and_milliseconds_as_local_time():
     assert readiness.line_epoch("[2026-11-29 10:00:02] The server is fired up and ready to roll!") == expected
     assert readiness.line_epoch("[2026-11-29 10:00:02.250 TP0] x") == expected + 0.25
     assert readiness.line_epoch("no prefix") is None
+
+
+def test_describe_port_holders_names_each_process_or_nothing():
+    assert readiness.describe_port_holders([], 30000) == ""
+    text = readiness.describe_port_holders([{"pid": 4242, "cmdline": "python3 -m sglang.launch_server --port 30000",
+                                             "comm": "python3", "started_at": "2026-11-29T19:40:02Z"}], 30000)
+    assert "port 30000 is held by PID 4242 (python3 -m sglang.launch_server --port 30000, started 2026-11-29T19:40:02Z)" in text
+    assert "outside the unit" in text

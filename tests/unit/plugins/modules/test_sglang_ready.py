@@ -159,3 +159,26 @@ def test_already_ready_reports_no_lag(tmp_path, health):
                                  [("active", "running")])
     assert not failed and result["ready_before_wait"]
     assert "lag_after_ready_line_seconds" not in result
+
+
+def test_a_down_unit_with_a_stray_on_its_port_names_the_stray(tmp_path, health):
+    # The incident: the unit was stopped and something else (here: this test's own HTTP server) holds the port.
+    import os  # pylint: disable=import-outside-toplevel
+    log = tmp_path / "run.log"
+    log.write_text(header() + f"[{stamp()}] SIGTERM received. Draining requests and shutting down...\n")
+    (tmp_path / "current.log").symlink_to(log.name)
+    result, failed, dummy_calls = run({"name": "sglang-q", "log_path": str(tmp_path), "url": health, "timeout": 30},
+                                      [("failed", "failed", "signal")])
+    assert failed
+    assert "port %s is held by PID %d" % (health.rsplit(":", 1)[1], os.getpid()) in result["msg"]
+    assert [holder["pid"] for holder in result["port_holders"]] == [os.getpid()]
+
+
+def test_a_down_unit_with_a_free_port_names_no_holder(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text(header())
+    (tmp_path / "current.log").symlink_to(log.name)
+    result, failed, dummy_calls = run({"name": "sglang-q", "log_path": str(tmp_path), "url": "http://127.0.0.1:1", "timeout": 30},
+                                      [("inactive", "dead")])
+    assert failed and result["port_holders"] == []
+    assert "held by" not in result["msg"]
