@@ -1,0 +1,135 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Benchmark deploy.yml on the sandbox: the first deploy, the unchanged rerun, and the rerun's cost per task against
+the floor Ansible itself sets (a playbook of ansible.builtin.ping tasks of the same shape on the same hosts).
+
+Run from the repository root as root, with no sandbox up (it builds one and removes it; --keep leaves it up):
+    .venv/bin/python tests/bench/bench_sandbox_deploy.py [--reruns 3] [--max-ratio 1.5] [--keep]
+
+The floor playbook mirrors the rerun play by play: the same hosts, the same `serial`, the same connection settings
+(it runs on the same inventory), fact gathering off as in deploy.yml, and as many ping tasks as the rerun executed
+per host in that play (skipped tasks are not counted: they cost no module run). Ratio = (rerun seconds / rerun
+tasks) / (floor seconds / floor tasks); both are medians of --reruns runs taken alternately, so machine noise hits
+both alike. Exit 1 when the ratio exceeds --max-ratio.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+VENV_BIN = pathlib.Path(sys.executable).parent
+INVENTORY = REPO / "inventories" / "sandbox"
+SANDBOX = REPO / ".build" / "sandbox"
+
+
+def run_playbook(path, *args):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_NOCOLOR="1", PATH=str(VENV_BIN) + os.pathsep + os.environ["PATH"])
+    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+    started = time.monotonic()
+    run = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(INVENTORY), str(path)] + list(args), cwd=str(REPO), env=env,
+                         capture_output=True, text=True, timeout=3600, check=False)
+    elapsed = time.monotonic() - started
+    if run.returncode != 0:
+        raise SystemExit("%s failed (rc=%d):\n%s\n%s" % (path, run.returncode, run.stdout[-4000:], run.stderr[-2000:]))
+    return json.loads(run.stdout), elapsed
+
+
+def sandbox(*args):
+    run = subprocess.run(["bash", str(REPO / "scripts" / "sandbox.sh")] + list(args), cwd=str(REPO), check=False, timeout=3600)
+    if run.returncode != 0:
+        raise SystemExit("scripts/sandbox.sh %s failed (rc=%d)" % (" ".join(args), run.returncode))
+
+
+def executed_per_play(output):
+    """[(hosts pattern, serial, tasks executed per host)] for each play of a json-callback run."""
+    shape = []
+    for play in output["plays"]:
+        counts = {}
+        changed = 0
+        for task in play["tasks"]:
+            for host, result in task["hosts"].items():
+                if result.get("skipped"):
+                    continue
+                counts[host] = counts.get(host, 0) + 1
+                changed += 1 if result.get("changed") else 0
+        shape.append({"name": play["play"]["name"], "hosts": sorted(counts), "tasks": max(counts.values()) if counts else 0,
+                      "executed": sum(counts.values()), "changed": changed})
+    return shape
+
+
+def floor_playbook(shape, serial_by_play):
+    plays = []
+    for index, play in enumerate(shape):
+        if not play["tasks"]:
+            continue
+        entry = {"name": "Floor for: %s" % play["name"], "hosts": ",".join(play["hosts"]), "gather_facts": False,
+                 "tasks": [{"name": "Ping %d" % number, "ansible.builtin.ping": None} for number in range(play["tasks"])]}
+        if serial_by_play[index]:
+            entry["serial"] = serial_by_play[index]
+        plays.append(entry)
+    return plays
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reruns", type=int, default=3)
+    parser.add_argument("--max-ratio", type=float, default=1.5)
+    parser.add_argument("--keep", action="store_true", help="leave the sandbox up afterwards")
+    options = parser.parse_args()
+    if SANDBOX.exists():
+        raise SystemExit("a sandbox exists in %s: run `make sandbox-down` first (the bench measures a first deploy)" % SANDBOX)
+    try:
+        sandbox("prepare")
+        first_output, first_seconds = run_playbook("deploy.yml")
+        first_shape = executed_per_play(first_output)
+        # deploy.yml's plays: node, containers, rollout (serial: the inventory's batch size).
+        serial_by_play = [None, None, "{{ llmops_rollout_batch_size | default(1) }}"]
+        rerun_seconds, floor_seconds, rerun_shape = [], [], None
+        with tempfile.TemporaryDirectory() as tmp:
+            floor_path = pathlib.Path(tmp) / "floor.yml"
+            for dummy_run in range(max(options.reruns, 1)):
+                output, seconds = run_playbook("deploy.yml")
+                rerun_shape = executed_per_play(output)
+                if any(play["changed"] for play in rerun_shape):
+                    raise SystemExit("the rerun changed something: %s" % rerun_shape)
+                rerun_seconds.append(seconds)
+                floor_path.write_text(json.dumps(floor_playbook(rerun_shape, serial_by_play)))
+                dummy_output, seconds = run_playbook(floor_path)
+                floor_seconds.append(seconds)
+    finally:
+        if not options.keep:
+            sandbox("down")
+    rerun_tasks = sum(play["executed"] for play in rerun_shape)
+    floor_tasks = rerun_tasks
+    rerun_median, floor_median = statistics.median(rerun_seconds), statistics.median(floor_seconds)
+    ratio = (rerun_median / rerun_tasks) / (floor_median / floor_tasks)
+    rows = [
+        ("first deploy (2 containers)", "%.1f s" % first_seconds, "%d task runs" % sum(p["executed"] for p in first_shape)),
+        ("unchanged rerun (median of %d)" % len(rerun_seconds), "%.1f s" % rerun_median, "%d task runs, changed=0" % rerun_tasks),
+        ("ping floor, same shape (median)", "%.1f s" % floor_median, "%d task runs" % floor_tasks),
+        ("rerun per task", "%.0f ms" % (1000 * rerun_median / rerun_tasks), ""),
+        ("ping per task", "%.0f ms" % (1000 * floor_median / floor_tasks), ""),
+        ("rerun / ping per task", "%.2f" % ratio, "target <= %.2f" % options.max_ratio),
+    ]
+    print("\nbench_sandbox_deploy: deploy.yml on the sandbox (%s)" % time.strftime("%Y-%m-%d %H:%M"))
+    print("| %-32s | %-10s | %-28s |" % ("measure", "value", "note"))
+    print("|%s|%s|%s|" % ("-" * 34, "-" * 12, "-" * 30))
+    for row in rows:
+        print("| %-32s | %-10s | %-28s |" % row)
+    print("per play (rerun): " + "; ".join("%s: %d task runs on %d hosts" % (p["name"], p["executed"], len(p["hosts"])) for p in rerun_shape))
+    return 0 if ratio <= options.max_ratio else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

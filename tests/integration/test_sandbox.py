@@ -1,0 +1,258 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""`ansible-playbook -i inventories/sandbox deploy.yml` end to end, on the embedded sandbox.
+
+The sandbox is what `make sandbox` builds: this machine as the Proxmox node (pve-sim on real LXC, the GPU kit), two
+containers reached over SSH on the bridge pve-sim creates (10.213.0.0/24, nothing routed beyond this machine), the
+SGLang simulator as the server. The tests run in file order against one sandbox (module fixture):
+
+  first deploy (`scripts/sandbox.sh up`, as a user runs it) -> unchanged rerun is changed=0 -> verify.yml passes ->
+  --check --diff of a change shows it and changes nothing -> a bad change (the simulator's startup OOM) stops the
+  rollout at the first container, which is back on its previous deployment and verified, the second untouched ->
+  the incident: unit stopped, a stray started with nohup on the port, verify.yml names the stray's PID; stray
+  removed, deploy again passes -> `make sandbox-down` removes what it created and nothing else.
+
+Needs root, lxc, debootstrap/zstd (the container template is built once into .build/pve-sim-cache) and ssh.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SANDBOX = REPO / ".build" / "sandbox"
+PVE_STATE = SANDBOX / "pve-sim"
+REPORTS = SANDBOX / "reports"
+SIM_SOURCE = REPO / "simulators" / "pve_sim"
+VENV_BIN = pathlib.Path(sys.executable).parent
+INVENTORY = REPO / "inventories" / "sandbox"
+HOSTS = {"sandbox-llm-a": {"vmid": 301, "instance": "qwen36-a", "port": 30000},
+         "sandbox-llm-b": {"vmid": 302, "instance": "qwen36-b", "port": 30001}}
+# What the inventory gives the server, plus the simulator's fault: the deploy of a change that cannot start.
+SANDBOX_ENVIRONMENT = {"SGLANG_SIM_STARTUP_SECONDS": "2", "SGLANG_LOG_MS": "1", "SGLANG_SIM_ITERATION_MS": "5"}
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root (LXC containers, a bridge, device nodes)"),
+    pytest.mark.skipif(shutil.which("lxc-start") is None, reason="lxc-start is missing (apt-get install lxc)"),
+]
+
+
+def sandbox_script(*args, timeout=1800):
+    return subprocess.run(["bash", str(REPO / "scripts" / "sandbox.sh")] + list(args), cwd=str(REPO), capture_output=True, text=True,
+                          timeout=timeout, check=False, env=dict(os.environ, PATH=str(VENV_BIN) + os.pathsep + os.environ["PATH"]))
+
+
+def playbook(name, *args, timeout=900):
+    """ansible-playbook with the json callback; returns (rc, parsed output, seconds)."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_NOCOLOR="1", PATH=str(VENV_BIN) + os.pathsep + os.environ["PATH"])
+    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+    started = time.monotonic()
+    run = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(INVENTORY), name] + list(args), cwd=str(REPO), env=env,
+                         capture_output=True, text=True, timeout=timeout, check=False)
+    elapsed = time.monotonic() - started
+    try:
+        output = json.loads(run.stdout)
+    except ValueError:
+        raise AssertionError("ansible-playbook did not print JSON (rc=%d):\n%s\n%s" % (run.returncode, run.stdout[-3000:], run.stderr[-3000:]))
+    return run.returncode, output, elapsed
+
+
+def task_results(output):
+    """(play name, task name, host, result) for every task result of a json-callback run."""
+    for play in output.get("plays", []):
+        for task in play.get("tasks", []):
+            for host, result in task.get("hosts", {}).items():
+                yield play["play"]["name"], task["task"]["name"], host, result
+
+
+def failures(output):
+    return ["%s | %s | %s: %s" % (play, task, host, result.get("msg")) for play, task, host, result in task_results(output)
+            if result.get("failed") and not result.get("ignored")]
+
+
+def changed_tasks(output):
+    return ["%s | %s | %s" % (play, task, host) for play, task, host, result in task_results(output) if result.get("changed")]
+
+
+def pct(vmid, *argv, timeout=120):
+    env = dict(os.environ, PYTHONPATH=str(SIM_SOURCE))
+    return subprocess.run([sys.executable, "-m", "pve_sim", "pct", "--state-dir", str(PVE_STATE), "exec", str(vmid), "--"] + list(argv),
+                          env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def inside(host, *argv):
+    result = pct(HOSTS[host]["vmid"], *argv)
+    assert result.returncode == 0, "%s in %s failed: %s%s" % (argv, host, result.stdout, result.stderr)
+    return result.stdout
+
+
+def record(host):
+    return json.loads(inside(host, "cat", "/var/lib/llmops-serving/%s/deployment.json" % HOSTS[host]["instance"]))
+
+
+def unit_state(host):
+    unit = "sglang-%s.service" % HOSTS[host]["instance"]
+    text = inside(host, "systemctl", "show", "--property=MainPID,InvocationID,ActiveState", unit)
+    return dict(line.split("=", 1) for line in text.strip().splitlines())
+
+
+def summary(host):
+    return json.loads((REPORTS / ("%s-%s.json" % (host, HOSTS[host]["instance"]))).read_text())
+
+
+def network_links():
+    result = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, timeout=30, check=True)
+    return [line.split(":", 2)[1].strip().split("@")[0] for line in result.stdout.splitlines()]
+
+
+LINKS_BEFORE = []
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    if SANDBOX.exists():
+        pytest.fail("a sandbox exists in %s (make sandbox-down first): these tests build and remove their own" % SANDBOX)
+    # veth pairs of the containers come and go; what existed before the sandbox must survive it.
+    LINKS_BEFORE[:] = [name for name in network_links() if not name.startswith("veth")]
+    up = sandbox_script("up")
+    try:
+        yield up
+    finally:
+        down = sandbox_script("down", timeout=600)
+        assert down.returncode == 0, down.stdout + down.stderr
+
+
+def test_first_deploy_ends_with_two_verified_servers(sandbox):
+    assert sandbox.returncode == 0, sandbox.stdout[-6000:] + sandbox.stderr[-4000:]
+    assert "Verification summary" in sandbox.stdout
+    for host in HOSTS:
+        report = summary(host)
+        assert report["status"] == "passed", report
+        assert report["deployment_id"] == record(host)["deployment_id"]
+        assert unit_state(host)["ActiveState"] == "active"
+        assert int(report["main_pid"]) == int(unit_state(host)["MainPID"])
+
+
+def test_unchanged_rerun_changes_nothing(sandbox):
+    before = dict((host, unit_state(host)) for host in HOSTS)
+    rc, output, dummy_seconds = playbook("deploy.yml")
+    assert rc == 0, failures(output)
+    assert changed_tasks(output) == []
+    stats = output["stats"]
+    assert set(HOSTS) | {"sandbox-node"} <= set(stats)
+    assert all(host_stats["changed"] == 0 and host_stats["failures"] == 0 for host_stats in stats.values()), stats
+    # Not restarted: the same invocation serves.
+    assert dict((host, unit_state(host)) for host in HOSTS) == before
+
+
+def test_verify_playbook_passes_on_what_runs(sandbox):
+    rc, output, dummy_seconds = playbook("playbooks/verify.yml")
+    assert rc == 0, failures(output)
+    assert changed_tasks(output) == []
+    for host in HOSTS:
+        assert summary(host)["status"] == "passed"
+
+
+def test_check_diff_shows_a_change_and_changes_nothing(sandbox):
+    unit_path = "/etc/systemd/system/sglang-qwen36-a.service"
+    before = inside("sandbox-llm-a", "sha256sum", unit_path)
+    states = dict((host, unit_state(host)) for host in HOSTS)
+    rc, output, dummy_seconds = playbook("deploy.yml", "--check", "--diff", "--limit", "sandbox-llm-a", "-e", "sglang_service_max_running_requests=8")
+    assert rc == 0, failures(output)
+    diffs = [result.get("diff") for play, task, host, result in task_results(output)
+             if task.endswith("Install the systemd unit (validated with systemd-analyze verify)") and result.get("changed")]
+    assert diffs, changed_tasks(output)
+    assert "--max-running-requests 8" in json.dumps(diffs)
+    assert inside("sandbox-llm-a", "sha256sum", unit_path) == before
+    assert dict((host, unit_state(host)) for host in HOSTS) == states
+
+
+def test_bad_change_is_rolled_back_and_stops_the_rollout(sandbox):
+    good = dict((host, record(host)) for host in HOSTS)
+    untouched = unit_state("sandbox-llm-b")
+    bad = {"sglang_service_environment": dict(SANDBOX_ENVIRONMENT, SGLANG_SIM_FAULT="oom")}
+    extra = SANDBOX / "bad-change.json"
+    extra.write_text(json.dumps(bad))
+    rc, output, dummy_seconds = playbook("deploy.yml", "-e", "@%s" % extra)
+    assert rc != 0
+    stop = [result["msg"] for play, task, host, result in task_results(output) if task.endswith("Stop the rollout") and result.get("failed")]
+    assert len(stop) == 1, failures(output)
+    assert "Rollout stopped at sandbox-llm-a (CT 301 on sandbox-node)" in stop[0]
+    assert "Not rolled out: sandbox-llm-b" in stop[0]
+    report = json.loads((REPORTS / "rollout-sandbox-llm-a.json").read_text())
+    assert report["rollback"]["status"] == "passed", report
+    assert report["rollback"]["deployment_id"] == good["sandbox-llm-a"]["deployment_id"]
+    assert report["rollback"]["rolled_back_from"] == report["failed_deployment_id"] != good["sandbox-llm-a"]["deployment_id"]
+    assert report["not_rolled_out"] == ["sandbox-llm-b"]
+    # The first container runs its previous deployment again, verified; nothing of the bad one is left in the unit.
+    assert record("sandbox-llm-a")["deployment_id"] == good["sandbox-llm-a"]["deployment_id"]
+    assert summary("sandbox-llm-a")["status"] == "passed"
+    assert summary("sandbox-llm-a")["deployment_id"] == good["sandbox-llm-a"]["deployment_id"]
+    assert "SGLANG_SIM_FAULT" not in inside("sandbox-llm-a", "cat", "/etc/systemd/system/sglang-qwen36-a.service")
+    # The second container was never touched: same record, same invocation.
+    assert record("sandbox-llm-b") == good["sandbox-llm-b"]
+    assert unit_state("sandbox-llm-b") == untouched
+    # The restored deployment is what the inventory describes: a plain rerun has nothing to do.
+    rc, output, dummy_seconds = playbook("deploy.yml")
+    assert rc == 0, failures(output)
+    assert changed_tasks(output) == []
+
+
+def test_incident_replay_names_the_stray_and_a_deploy_recovers(sandbox):
+    host = "sandbox-llm-a"
+    inside(host, "systemctl", "stop", "sglang-qwen36-a.service")
+    # The incident's relaunch: by hand, over a shell, with nohup, on the service's port. lxc-attach may stay until every
+    # process it started lets go of the terminal, so it is not waited for beyond a few seconds; the PID file says.
+    launch = subprocess.Popen(  # pylint: disable=consider-using-with
+        [sys.executable, "-m", "pve_sim", "pct", "--state-dir", str(PVE_STATE), "exec", str(HOSTS[host]["vmid"]), "--", "bash", "-c",
+         "cd /tmp && setsid nohup /opt/sglang/venv/bin/sglang-sim --model-path /srv/llmops-mirror/models/Qwen3.6-27B "
+         "--port 30000 --tp-size 2 --speculative-algorithm NEXTN > /tmp/nohup-relaunch.log 2>&1 < /dev/null & echo $! > /tmp/stray.pid"],
+        env=dict(os.environ, PYTHONPATH=str(SIM_SOURCE)), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        launch.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        launch.kill()
+        launch.wait(timeout=15)
+    stray = int(inside(host, "cat", "/tmp/stray.pid").strip())
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if pct(HOSTS[host]["vmid"], "bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/30000").returncode == 0:
+                break
+            time.sleep(1)
+        rc, output, dummy_seconds = playbook("playbooks/verify.yml", "--limit", host)
+        assert rc != 0
+        messages = " ".join(failures(output))
+        assert "%d" % stray in messages, messages
+        assert summary(host)["status"] == "failed"
+    finally:
+        pct(HOSTS[host]["vmid"], "kill", "-9", "--", "-%d" % stray)
+        pct(HOSTS[host]["vmid"], "kill", "-9", str(stray))
+    rc, output, dummy_seconds = playbook("deploy.yml", "--limit", host)
+    assert rc == 0, failures(output)
+    assert summary(host)["status"] == "passed"
+    assert summary(host)["deployment_id"] == record(host)["deployment_id"]
+
+
+def test_sandbox_down_removes_what_it_made_and_nothing_else(sandbox):
+    links_before = set(LINKS_BEFORE)
+    down = sandbox_script("down", timeout=600)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert not SANDBOX.exists()
+    assert not pathlib.Path("/dev/llmops-sandbox").exists()
+    links_after = set(network_links())
+    assert "llmsbx0" not in links_after
+    # Nothing that existed before the sandbox went away (other bridges, docker0, ...).
+    assert links_before <= links_after
+    # The template cache is shared with other tests and kept.
+    assert any((REPO / ".build" / "pve-sim-cache").glob("*.tar.zst"))
