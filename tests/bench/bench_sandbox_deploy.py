@@ -8,9 +8,10 @@ the floor Ansible itself sets (a playbook of ansible.builtin.ping tasks of the s
 Run from the repository root as root, with no sandbox up (it builds one and removes it; --keep leaves it up):
     .venv/bin/python tests/bench/bench_sandbox_deploy.py [--reruns 3] [--max-ratio 1.5] [--keep]
 
-The floor playbook mirrors the rerun play by play: the same hosts, the same `serial`, the same connection settings
-(it runs on the same inventory), fact gathering off as in deploy.yml, and as many ping tasks as the rerun executed
-per host in that play (skipped tasks are not counted: they cost no module run). Ratio = (rerun seconds / rerun
+The floor playbook mirrors the rerun play by play, batch by batch (a serial play reports each batch as a play run of
+its own): the same hosts in the same order, the same connection settings (it runs on the same inventory), fact
+gathering off as in deploy.yml, and as many ping tasks as the rerun executed per host in that play run (skipped tasks
+are not counted: they cost no module run). Ratio = (rerun seconds / rerun
 tasks) / (floor seconds / floor tasks); both are medians of --reruns runs taken alternately, so machine noise hits
 both alike. Exit 1 when the ratio exceeds --max-ratio.
 """
@@ -52,7 +53,8 @@ def sandbox(*args):
 
 
 def executed_per_play(output):
-    """[(hosts pattern, serial, tasks executed per host)] for each play of a json-callback run."""
+    """For each play run of a json-callback run (one per batch of a serial play): its hosts, the most tasks any host
+    executed, all task runs and the changed ones."""
     shape = []
     for play in output["plays"]:
         counts = {}
@@ -68,16 +70,14 @@ def executed_per_play(output):
     return shape
 
 
-def floor_playbook(shape, serial_by_play):
+def floor_playbook(shape):
+    """One ping play per play run of the rerun: a serial play reports each batch as its own run, on that batch's hosts."""
     plays = []
-    for index, play in enumerate(shape):
+    for play in shape:
         if not play["tasks"]:
             continue
-        entry = {"name": "Floor for: %s" % play["name"], "hosts": ",".join(play["hosts"]), "gather_facts": False,
-                 "tasks": [{"name": "Ping %d" % number, "ansible.builtin.ping": None} for number in range(play["tasks"])]}
-        if serial_by_play[index]:
-            entry["serial"] = serial_by_play[index]
-        plays.append(entry)
+        plays.append({"name": "Floor for: %s" % play["name"], "hosts": ",".join(play["hosts"]), "gather_facts": False,
+                      "tasks": [{"name": "Ping %d" % number, "ansible.builtin.ping": None} for number in range(play["tasks"])]})
     return plays
 
 
@@ -93,8 +93,6 @@ def main():
         sandbox("prepare")
         first_output, first_seconds = run_playbook("deploy.yml")
         first_shape = executed_per_play(first_output)
-        # deploy.yml's plays: node, containers, rollout (serial: the inventory's batch size).
-        serial_by_play = [None, None, "{{ llmops_rollout_batch_size | default(1) }}"]
         rerun_seconds, floor_seconds, rerun_shape = [], [], None
         with tempfile.TemporaryDirectory() as tmp:
             floor_path = pathlib.Path(tmp) / "floor.yml"
@@ -104,7 +102,7 @@ def main():
                 if any(play["changed"] for play in rerun_shape):
                     raise SystemExit("the rerun changed something: %s" % rerun_shape)
                 rerun_seconds.append(seconds)
-                floor_path.write_text(json.dumps(floor_playbook(rerun_shape, serial_by_play)))
+                floor_path.write_text(json.dumps(floor_playbook(rerun_shape)))
                 dummy_output, seconds = run_playbook(floor_path)
                 floor_seconds.append(seconds)
     finally:
