@@ -212,32 +212,36 @@ def test_incident_replay_names_the_stray_and_a_deploy_recovers(sandbox):
     host = "sandbox-llm-a"
     inside(host, "systemctl", "stop", "sglang-qwen36-a.service")
     # The incident's relaunch: by hand, over a shell, with nohup, on the service's port. lxc-attach may stay until every
-    # process it started lets go of the terminal, so it is not waited for beyond a few seconds; the PID file says.
+    # process it started lets go of the terminal, so it is not waited for beyond a few seconds. The served model name
+    # marks the stray so that the cleanup below can find it whatever its PID.
     launch = subprocess.Popen(  # pylint: disable=consider-using-with
         [sys.executable, "-m", "pve_sim", "pct", "--state-dir", str(PVE_STATE), "exec", str(HOSTS[host]["vmid"]), "--", "bash", "-c",
-         "cd /tmp && setsid nohup /opt/sglang/venv/bin/sglang-sim --model-path /srv/llmops-mirror/models/Qwen3.6-27B "
-         "--port 30000 --tp-size 2 --speculative-algorithm NEXTN > /tmp/nohup-relaunch.log 2>&1 < /dev/null & echo $! > /tmp/stray.pid"],
+         "cd /tmp && nohup /opt/sglang/venv/bin/sglang-sim --model-path /srv/llmops-mirror/models/Qwen3.6-27B --served-model-name "
+         "stray-relaunch --port 30000 --tp-size 2 --speculative-algorithm NEXTN > /tmp/nohup-relaunch.log 2>&1 < /dev/null &"],
         env=dict(os.environ, PYTHONPATH=str(SIM_SOURCE)), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         launch.wait(timeout=15)
     except subprocess.TimeoutExpired:
         launch.kill()
         launch.wait(timeout=15)
-    stray = int(inside(host, "cat", "/tmp/stray.pid").strip())
     try:
+        # The stray is the process that listens on the port (what an operator would find with ss).
+        stray = None
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if pct(HOSTS[host]["vmid"], "bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/30000").returncode == 0:
-                break
-            time.sleep(1)
+        while stray is None and time.monotonic() < deadline:
+            listening = pct(HOSTS[host]["vmid"], "ss", "-Hltnp", "sport = :30000").stdout
+            if "pid=" in listening:
+                stray = int(listening.split("pid=", 1)[1].split(",", 1)[0])
+            else:
+                time.sleep(1)
+        assert stray is not None, "the stray never listened on port 30000: %s" % inside(host, "cat", "/tmp/nohup-relaunch.log")
         rc, output, dummy_seconds = playbook("playbooks/verify.yml", "--limit", host)
         assert rc != 0
         messages = " ".join(failures(output))
-        assert "%d" % stray in messages, messages
+        assert "port 30000 is held by PID %d" % stray in messages, messages
         assert summary(host)["status"] == "failed"
     finally:
-        pct(HOSTS[host]["vmid"], "kill", "-9", "--", "-%d" % stray)
-        pct(HOSTS[host]["vmid"], "kill", "-9", str(stray))
+        pct(HOSTS[host]["vmid"], "pkill", "-9", "-f", "stray-relaunch")
     rc, output, dummy_seconds = playbook("deploy.yml", "--limit", host)
     assert rc == 0, failures(output)
     assert summary(host)["status"] == "passed"
