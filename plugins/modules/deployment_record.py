@@ -137,19 +137,14 @@ import json
 import os
 import shutil
 import stat
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils.atomic_file import atomic_write, read_bytes
 from ansible_collections.llmops.serving.plugins.module_utils.deployment_id import (
     compute_deployment_id,
     deployment_env_text,
     next_record,
 )
-
-
-def _read_bytes(path):
-    with open(path, "rb") as handle:
-        return handle.read()
 
 
 def _load_record(path):
@@ -161,23 +156,6 @@ def _load_record(path):
     except ValueError:
         # A corrupt record must not block a deployment; it is replaced and the previous ID is lost.
         return None
-
-
-def _atomic_write(path, data, mode):
-    directory = os.path.dirname(path)
-    os.makedirs(directory, mode=0o755, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _archive(archive_dir, files, env_files, record):
@@ -255,8 +233,8 @@ def main():
         module.fail_json(msg="cannot compute the deployment ID, these files are missing: " + ", ".join(missing), **result)
 
     try:
-        file_contents = {path: _read_bytes(path) for path in params["files"]}
-        env_texts = {path: _read_bytes(path).decode("utf-8", errors="replace") for path in params["env_files"]}
+        file_contents = {path: read_bytes(path) for path in params["files"]}
+        env_texts = {path: read_bytes(path).decode("utf-8", errors="replace") for path in params["env_files"]}
     except OSError as exc:
         module.fail_json(msg=f"cannot read {exc.filename}: {exc.strerror}", **result)
     deployment_id = compute_deployment_id(file_contents, env_texts, params["inputs"])
@@ -289,8 +267,8 @@ def main():
         os.makedirs(archive_root, mode=0o700, exist_ok=True)
         if not os.path.isdir(archive_dir) or record_changed:
             _archive(archive_dir, params["files"], params["env_files"], record)
-        _atomic_write(record_path, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("utf-8"), 0o644)
-        _atomic_write(env_path, env_text.encode("utf-8"), 0o644)
+        atomic_write(record_path, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("utf-8"), 0o644)
+        atomic_write(env_path, env_text.encode("utf-8"), 0o644)
     except OSError as exc:
         module.fail_json(msg=f"cannot record the deployment: {exc}", **result)
     result["pruned"] = _prune(archive_root, params["keep"], {deployment_id, record.get("previous_deployment_id") or ""})

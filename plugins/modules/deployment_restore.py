@@ -140,9 +140,9 @@ import datetime
 import json
 import os
 import stat
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils.atomic_file import atomic_write, read_bytes
 from ansible_collections.llmops.serving.plugins.module_utils.deployment_archive import (
     ArchiveError,
     archive_dir_for,
@@ -156,11 +156,6 @@ from ansible_collections.llmops.serving.plugins.module_utils.deployment_archive 
 from ansible_collections.llmops.serving.plugins.module_utils.deployment_id import deployment_env_text
 
 
-def _read_bytes(path):
-    with open(path, "rb") as handle:
-        return handle.read()
-
-
 def _on_disk(path):
     """(content, mode) of a regular file, or None when there is none (a directory in its place is an error)."""
     try:
@@ -169,33 +164,7 @@ def _on_disk(path):
         return None
     if not stat.S_ISREG(st.st_mode):
         raise OSError(f"{path} exists but is not a regular file")
-    return _read_bytes(path), stat.S_IMODE(st.st_mode)
-
-
-def _atomic_write(path, data, mode):
-    """Replace path with data: a temporary file in the same directory, fsync, rename, then fsync the directory."""
-    directory = os.path.dirname(path)
-    os.makedirs(directory, mode=0o755, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        # Mode and owner before the content goes in, so a secret is never readable by others, not even briefly.
-        os.fchmod(fd, mode)
-        if os.geteuid() == 0:
-            os.fchown(fd, 0, 0)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    return read_bytes(path), stat.S_IMODE(st.st_mode)
 
 
 def _load_record(path):
@@ -254,7 +223,7 @@ def main():
         module.fail_json(msg=str(exc), **result)
 
     try:
-        archived = {entry["archived"]: _read_bytes(os.path.join(archive_dir, entry["archived"])) for entry in manifest["files"]}
+        archived = {entry["archived"]: read_bytes(os.path.join(archive_dir, entry["archived"])) for entry in manifest["files"]}
     except OSError as exc:
         module.fail_json(msg=f"the archive {archive_dir} is incomplete: cannot read {exc.filename}: {exc.strerror}", **result)
     try:
@@ -302,12 +271,12 @@ def main():
 
     try:
         for entry in plan:
-            _atomic_write(entry["path"], archived[entry["archived"]], entry["mode"])
+            atomic_write(entry["path"], archived[entry["archived"]], entry["mode"])
         if env_changed:
-            _atomic_write(env_path, env_text.encode("utf-8"), 0o644)
+            atomic_write(env_path, env_text.encode("utf-8"), 0o644)
         # The record last: until it is written, a rerun targets the same deployment and finishes the job.
         if record_changed:
-            _atomic_write(record_path, _record_json(record).encode("utf-8"), 0o644)
+            atomic_write(record_path, _record_json(record).encode("utf-8"), 0o644)
     except OSError as exc:
         module.fail_json(msg=f"cannot restore deployment {target_id}: {exc}", **result)
     module.exit_json(msg=summary, **result)
