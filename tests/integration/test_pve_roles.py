@@ -32,11 +32,9 @@ import uuid
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-SIM_SOURCE = REPO / "simulators" / "pve_sim"
-TEMPLATE = "debian-12-standard_12.7-1_amd64.tar.zst"
+from ansible_collections.llmops.serving.tests.integration.pve_sim_support import CACHE, REPO, SIM_SOURCE, TEMPLATE, ensure_template, sim_cli
+
 BROKEN_TEMPLATE = "debian-12-truncated_12.7-1_amd64.tar.zst"
-CACHE = pathlib.Path(os.environ.get("PVE_SIM_TEMPLATE_CACHE") or REPO / ".build" / "pve-sim-cache")
 VENV_BIN = pathlib.Path(sys.executable).parent
 DRIVER = "580.95.05"
 UVM_MAJOR, NEW_UVM_MAJOR = 508, 509
@@ -76,23 +74,6 @@ for path in sys.argv[1:]:
         result[path] = errno.errorcode.get(error.errno, str(error.errno))
 print(json.dumps(result))
 """
-
-
-def sim_cli(*args, timeout=120):
-    env = dict(os.environ, PYTHONPATH=str(SIM_SOURCE) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "pve_sim"] + [str(arg) for arg in args], env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
-
-
-def ensure_template():
-    if (CACHE / TEMPLATE).exists() and sim_cli("template", "check", "--output", CACHE / TEMPLATE).returncode == 0:
-        return
-    if shutil.which("debootstrap") is None or shutil.which("zstd") is None:
-        pytest.skip("no template in %s and no debootstrap/zstd to build one" % CACHE)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    built = sim_cli("template", "build", "--output", CACHE / TEMPLATE, timeout=1200)
-    if built.returncode != 0:
-        pytest.skip("could not build the debootstrap template (Debian mirror unreachable?): %s" % built.stderr[-500:])
 
 
 def write_script(path, text):

@@ -28,10 +28,8 @@ import uuid
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-SIM_SOURCE = REPO / "simulators" / "pve_sim"
-TEMPLATE = "debian-12-standard_12.7-1_amd64.tar.zst"
-CACHE = pathlib.Path(os.environ.get("PVE_SIM_TEMPLATE_CACHE") or REPO / ".build" / "pve-sim-cache")
+from ansible_collections.llmops.serving.tests.integration.pve_sim_support import CACHE, SIM_SOURCE, TEMPLATE, ensure_template, sim_cli
+
 UVM_MAJOR = 508
 
 pytestmark = [
@@ -52,24 +50,6 @@ for path in sys.argv[1:]:
         result[path] = errno.errorcode.get(error.errno, str(error.errno))
 print(json.dumps(result))
 """
-
-
-def sim_cli(*args, timeout=120):
-    env = dict(os.environ, PYTHONPATH=str(SIM_SOURCE) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "pve_sim"] + [str(arg) for arg in args], env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
-
-
-def ensure_template():
-    """The cached template, rebuilt when it is missing or was built from another recipe (`template check`)."""
-    if sim_cli("template", "check", "--output", CACHE / TEMPLATE).returncode == 0:
-        return
-    if shutil.which("debootstrap") is None or shutil.which("zstd") is None:
-        pytest.skip("no current template in %s and no debootstrap/zstd to build one" % CACHE)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    built = sim_cli("template", "build", "--output", CACHE / TEMPLATE, timeout=1200)
-    if built.returncode != 0:
-        pytest.skip("could not build the debootstrap template (Debian mirror unreachable?): %s" % built.stderr[-500:])
 
 
 @pytest.fixture(scope="module")
