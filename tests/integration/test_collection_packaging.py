@@ -40,15 +40,40 @@ def installed(tmp_path_factory):
     return tarball, target
 
 
-def test_tarball_holds_the_collection_and_none_of_the_dev_files(installed):
+# What the tarball may hold: the collection and nothing of the workshop around it (simulators, inventories, test
+# support, build outputs, the checkout's own ansible.cfg and root playbook).
+ALLOWED_TOP_LEVEL = {"MANIFEST.json", "FILES.json", "README.md", "meta", "plugins", "roles", "playbooks", "docs", "changelogs"}
+FORBIDDEN_PARTS = {"__pycache__", ".pytest_cache", "build", "dist"}
+
+
+def test_tarball_members_are_the_collection_only(installed):
     tarball = installed[0]
     with tarfile.open(tarball) as tar:
-        names = tar.getnames()
+        names = [name.rstrip("/") for name in tar.getnames()]
     assert "MANIFEST.json" in names and "galaxy.yml" not in names
-    assert any(n.startswith("roles/sglang_service/") for n in names)
+    outside = sorted(name for name in names if name.split("/")[0] not in ALLOWED_TOP_LEVEL)
+    assert not outside, f"not part of the collection: {outside}"
+    built = sorted(name for name in names
+                   if FORBIDDEN_PARTS & set(name.split("/")) or name.endswith((".pyc", ".egg-info", ".tar.gz", ".retry")))
+    assert not built, f"build outputs in the tarball: {built}"
+    changelog = sorted(name for name in names if name.startswith("changelogs/") and not name.startswith("changelogs/fragments"))
+    assert changelog == ["changelogs/changelog.yaml", "changelogs/config.yaml"], changelog
+    # Everything the collection is made of is there.
     assert all(f"plugins/modules/{m}.py" in names for m in MODULES)
-    for dev_path in ("tests/", "molecule/", ".venv/", "collections/", "scripts/", ".ci/", "requirements/"):
-        assert not [n for n in names if n.startswith(dev_path)], f"{dev_path} must not ship in the tarball"
+    assert all(f"plugins/filter/{f}.py" in names for f in FILTERS)
+    roles = sorted(p.name for p in (REPO / "roles").iterdir() if p.is_dir())
+    assert all(f"roles/{r}/meta/argument_specs.yml" in names for r in roles)
+    assert {"playbooks/deploy.yml", "playbooks/verify.yml", "meta/runtime.yml"} <= set(names)
+
+
+def test_requires_ansible_is_the_tested_core():
+    """meta/runtime.yml must not promise an ansible-core that the pinned toolchain does not test."""
+    runtime = yaml.safe_load((REPO / "meta" / "runtime.yml").read_text())
+    pinned = [line.split("==", 1)[1].strip() for line in (REPO / "requirements" / "runtime.txt").read_text().splitlines()
+              if line.startswith("ansible-core==")]
+    assert pinned, "ansible-core is pinned in requirements/runtime.txt"
+    major_minor = ".".join(pinned[0].split(".")[:2])
+    assert runtime["requires_ansible"] == f">={major_minor}.0", (runtime["requires_ansible"], pinned[0])
 
 
 @pytest.mark.parametrize("module", MODULES)
