@@ -23,41 +23,6 @@ description:
     bounds a task that is still running.
   - Each HTTP request has its own timeout (O(api_timeout), 30 s; proxmoxer's default of 5 s is too short for a busy node).
 options:
-  api_host:
-    description: Host name or address of the Proxmox VE API.
-    type: str
-    required: true
-  api_port:
-    description: Port of the API.
-    type: int
-    default: 8006
-  api_user:
-    description:
-      - User to authenticate as, with realm (C(root@pam)). With O(api_token_id), the user that owns the token.
-    type: str
-    required: true
-  api_password:
-    description: Password of O(api_user); a ticket is requested with it.
-    type: str
-  api_token_id:
-    description: Name of an API token of O(api_user) (the part after C(!)); used with O(api_token_secret) instead of a password.
-    type: str
-  api_token_secret:
-    description: Secret of the API token O(api_token_id).
-    type: str
-  validate_certs:
-    description: Verify the TLS certificate of the API.
-    type: bool
-    default: true
-  ca_path:
-    description:
-      - PEM file of the CA (or the self-signed certificate, C(/etc/pve/local/pve-ssl.pem) of the node) to verify the
-        API's certificate with, instead of the system's CAs. Ignored when O(validate_certs=false).
-    type: path
-  api_timeout:
-    description: Timeout of each HTTP request in seconds.
-    type: int
-    default: 30
   node:
     description: Name of the Proxmox VE node that hosts the container.
     type: str
@@ -119,6 +84,7 @@ options:
     type: bool
     default: true
 extends_documentation_fragment:
+  - llmops.serving.pve_api
   - llmops.serving.attributes
 attributes:
   check_mode:
@@ -226,9 +192,20 @@ task_log_tail:
   elements: str
 """
 
-import traceback
-
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils.pve_api import (
+    PVE_API_MUTUALLY_EXCLUSIVE,
+    PVE_API_REQUIRED_ONE_OF,
+    PVE_API_REQUIRED_TOGETHER,
+    PveFailure,
+    ResourceException,
+    api_errors,
+    connect,
+    pve_api_argument_spec,
+    require_positive_seconds,
+    require_root_for_devices,
+    wait_for_upid,
+)
 from ansible_collections.llmops.serving.plugins.module_utils.pve_lxc_update import (
     PlanError,
     apply_changes,
@@ -238,57 +215,14 @@ from ansible_collections.llmops.serving.plugins.module_utils.pve_lxc_update impo
     plan_update,
     render_options,
 )
-from ansible_collections.llmops.serving.plugins.module_utils.pve_task import TaskError, wait_for_task
-
-PROXMOXER_IMPORT_ERROR = None
-try:
-    import requests
-    from proxmoxer import ProxmoxAPI
-    from proxmoxer.core import AuthenticationError, ResourceException
-except ImportError:
-    PROXMOXER_IMPORT_ERROR = traceback.format_exc()
-    ProxmoxAPI = None
-    requests = None
-
-    class ResourceException(Exception):
-        """Stands in so that except clauses stay valid without proxmoxer."""
-
-    class AuthenticationError(Exception):
-        """Stands in so that except clauses stay valid without proxmoxer."""
-
 
 DIGEST_CONFLICT = "detected modified configuration"
-ROOT_ONLY_MSG = (
-    "dev[n] options (%s) can only be set by root@pam: %s, and Proxmox answers 'configuring device passthrough is only allowed "
-    "for root@pam'. Use api_user=root@pam with api_password (a ticket), or pass the GPU nodes with "
-    "llmops.serving.lxc_gpu_passthrough (backend cli or file on the node)."
-)
-
-
-class ModuleFailure(Exception):
-    """A failure to report with fail_json, with extra result keys."""
-
-    def __init__(self, message, **extra):
-        super().__init__(message)
-        self.extra = extra
 
 
 def is_missing(exc):
     """PVE's answer for a container that does not exist on the node."""
     text = "%s %s" % (getattr(exc, "status_message", ""), getattr(exc, "content", ""))
     return "does not exist" in text and "Configuration file" in text
-
-
-def connect(params):
-    verify = params["validate_certs"]
-    if verify and params["ca_path"]:
-        verify = params["ca_path"]
-    auth = {"user": params["api_user"]}
-    if params["api_token_id"]:
-        auth.update(token_name=params["api_token_id"], token_value=params["api_token_secret"])
-    else:
-        auth["password"] = params["api_password"]
-    return ProxmoxAPI(params["api_host"], port=params["api_port"], verify_ssl=verify, timeout=params["api_timeout"], **auth)
 
 
 class Container:
@@ -314,23 +248,13 @@ class Container:
         return (self.ct.status.current.get() or {}).get("status", "unknown")
 
     def wait(self, upid, description, timeout=None):
-        task = self.node.tasks(upid)
-
-        def get_log(start, limit):
-            return task.log.get(start=start, limit=limit)
-
-        try:
-            wait_for_task(task.status.get, get_log, upid, timeout or self.params["task_timeout"], description)
-        except TaskError as exc:
-            self.tasks.append({"upid": upid, "exitstatus": exc.exitstatus})
-            raise ModuleFailure(str(exc), task_exitstatus=exc.exitstatus, task_log_tail=exc.log_tail) from None
-        self.tasks.append({"upid": upid, "exitstatus": "OK"})
+        wait_for_upid(self.api, self.params["node"], upid, timeout or self.params["task_timeout"], description, self.tasks)
 
     def create(self, wanted):
         params = self.params
         if not params["ostemplate"]:
-            raise ModuleFailure("CT %d does not exist on node %s and ostemplate is not set: give the template to create it from"
-                                % (params["vmid"], params["node"]))
+            raise PveFailure("CT %d does not exist on node %s and ostemplate is not set: give the template to create it from"
+                             % (params["vmid"], params["node"]))
         extra = {"ostemplate": params["ostemplate"], "storage": params["storage"], "password": params["password"],
                  "ssh-public-keys": params["ssh_public_keys"], "unprivileged": params["unprivileged"]}
         upid = self.node.lxc.post(**create_params(params["vmid"], wanted, extra))
@@ -373,25 +297,10 @@ class Container:
         self.wait(upid, "destroying CT %d" % params["vmid"])
 
 
-def check_identity(params, wanted):
-    """Fail before any request when Proxmox would refuse the dev[n] options to these credentials."""
-    devices = device_keys(dict((key, value) for key, value in wanted.items() if value is not None))
-    if not devices:
-        return
-    if params["api_token_id"]:
-        reason = "an API token is never root@pam, even one owned by root@pam (it authenticates as %s!%s)" % (
-            params["api_user"], params["api_token_id"])
-    elif params["api_user"] != "root@pam":
-        reason = "api_user is %s" % params["api_user"]
-    else:
-        return
-    raise ModuleFailure(ROOT_ONLY_MSG % (", ".join(devices), reason))
-
-
 def run(module, api):
     params = module.params
     wanted = dict((str(key), value) for key, value in (params["config"] or {}).items())
-    check_identity(params, wanted)
+    require_root_for_devices(params, device_keys(dict((key, value) for key, value in wanted.items() if value is not None)))
     container = Container(module, api)
     current = container.read_config()
     result = {"vmid": params["vmid"], "created": False, "changes": [], "power": None, "config": {}}
@@ -423,7 +332,7 @@ def run(module, api):
         try:
             changes, current = container.update(current, wanted)
         except PlanError as exc:
-            raise ModuleFailure("CT %d: %s" % (params["vmid"], exc)) from None
+            raise PveFailure("CT %d: %s" % (params["vmid"], exc)) from None
     after_options = apply_changes(current, changes) if module.check_mode else options_of(current)
     result.update(changes=changes, config=after_options)
     if module._diff:
@@ -453,62 +362,40 @@ def run(module, api):
 
 
 def main():
+    argument_spec = pve_api_argument_spec()
+    argument_spec.update(
+        node=dict(type="str", required=True),
+        vmid=dict(type="int", required=True),
+        state=dict(type="str", choices=["present", "started", "stopped", "restarted", "absent"], default="present"),
+        ostemplate=dict(type="str"),
+        storage=dict(type="str"),
+        password=dict(type="str", no_log=True),
+        ssh_public_keys=dict(type="str"),
+        unprivileged=dict(type="bool", default=True),
+        config=dict(type="dict", default={}),
+        task_timeout=dict(type="int", default=300),
+        shutdown_timeout=dict(type="int", default=60),
+        force_stop=dict(type="bool", default=True),
+        purge=dict(type="bool", default=True),
+    )
     module = AnsibleModule(
-        argument_spec=dict(
-            api_host=dict(type="str", required=True),
-            api_port=dict(type="int", default=8006),
-            api_user=dict(type="str", required=True),
-            api_password=dict(type="str", no_log=True),
-            api_token_id=dict(type="str", no_log=False),
-            api_token_secret=dict(type="str", no_log=True),
-            validate_certs=dict(type="bool", default=True),
-            ca_path=dict(type="path"),
-            api_timeout=dict(type="int", default=30),
-            node=dict(type="str", required=True),
-            vmid=dict(type="int", required=True),
-            state=dict(type="str", choices=["present", "started", "stopped", "restarted", "absent"], default="present"),
-            ostemplate=dict(type="str"),
-            storage=dict(type="str"),
-            password=dict(type="str", no_log=True),
-            ssh_public_keys=dict(type="str"),
-            unprivileged=dict(type="bool", default=True),
-            config=dict(type="dict", default={}),
-            task_timeout=dict(type="int", default=300),
-            shutdown_timeout=dict(type="int", default=60),
-            force_stop=dict(type="bool", default=True),
-            purge=dict(type="bool", default=True),
-        ),
-        required_one_of=[("api_password", "api_token_id")],
-        mutually_exclusive=[("api_password", "api_token_id")],
-        required_together=[("api_token_id", "api_token_secret")],
+        argument_spec=argument_spec,
+        required_one_of=PVE_API_REQUIRED_ONE_OF,
+        mutually_exclusive=PVE_API_MUTUALLY_EXCLUSIVE,
+        required_together=PVE_API_REQUIRED_TOGETHER,
         supports_check_mode=True,
     )
     params = module.params
-    base = {"changed": False, "vmid": params["vmid"], "status": None, "created": False, "changes": [], "power": None, "tasks": [],
-            "config": {}}
-    if ProxmoxAPI is None:
-        module.fail_json(msg=missing_required_lib("proxmoxer"), exception=PROXMOXER_IMPORT_ERROR, **base)
-    for name in ("api_timeout", "task_timeout", "shutdown_timeout"):
-        if params[name] < 1:
-            module.fail_json(msg="%s must be at least 1 second, got %d" % (name, params[name]), **base)
-    where = "https://%s:%d" % (params["api_host"], params["api_port"])
+    result = {"changed": False, "vmid": params["vmid"], "status": None, "created": False, "changes": [], "power": None,
+              "tasks": [], "config": {}}
     try:
-        api = connect(params)
-        result = run(module, api)
-    except ModuleFailure as exc:
-        base.update(exc.extra)
-        module.fail_json(msg=str(exc), **base)
-    except AuthenticationError as exc:
-        module.fail_json(msg="authentication to the Proxmox API at %s as %s failed: %s" % (where, params["api_user"], exc), **base)
-    except ResourceException as exc:
-        module.fail_json(msg="Proxmox API error for CT %d on node %s: %s" % (params["vmid"], params["node"], exc), **base)
-    except requests.exceptions.Timeout as exc:
-        module.fail_json(msg="the Proxmox API at %s did not answer within api_timeout=%d s: %s" % (where, params["api_timeout"], exc), **base)
-    except requests.exceptions.RequestException as exc:
-        module.fail_json(msg="cannot reach the Proxmox API at %s: %s" % (where, exc), **base)
-    final = dict(base)
-    final.update(result)
-    module.exit_json(**final)
+        require_positive_seconds(params, ("api_timeout", "task_timeout", "shutdown_timeout"))
+        with api_errors(params, "CT %d on node %s" % (params["vmid"], params["node"])):
+            result.update(run(module, connect(params)))
+    except PveFailure as exc:
+        result.update(exc.extra)
+        module.fail_json(msg=str(exc), **result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from unittest import mock
 import pytest
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmops.serving.plugins.module_utils import lxc_passthrough, lxc_passthrough_file, pve_api
 from ansible_collections.llmops.serving.plugins.modules import lxc_gpu_passthrough
 from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
 from ansible_collections.llmops.serving.tests.unit.plugins.module_utils.test_pve_lxc_config import (
@@ -170,7 +171,7 @@ def test_file_backend_detects_cgroup_v1(node_dir, no_pct, tmp_path):
     config_dir, conf, lock_dir = node_dir
     conf.write_text(JELLYFIN_DEV_FRAGMENT)
     devices = [{"path": "/dev/nvidia0", "major": 195, "minor": 0, "type": "c"}]
-    with mock.patch.object(lxc_gpu_passthrough, "CGROUP2_PROBE", str(tmp_path / "absent")):
+    with mock.patch.object(lxc_passthrough, "CGROUP2_PROBE", str(tmp_path / "absent")):
         result, failed = run_module(lxc_gpu_passthrough.main, file_args(config_dir, lock_dir, devices=devices, cgroup_version="auto"))
     assert not failed, result
     assert result["cgroup_version"] == "v1"
@@ -199,7 +200,7 @@ def test_protected_majors_come_from_stat_of_other_mount_sources(tmp_path):
                      "lxc.mount.entry: %s x none bind,optional,create=dir\n"
                      "lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file\n" % tmp_path)
     nodes = normalize_devices([{"path": "/dev/nvidia0", "major": 195, "minor": 0, "type": "c"}])
-    assert lxc_gpu_passthrough.host_protected_majors(document, nodes) == {os.major(os.stat("/dev/null").st_rdev)}
+    assert lxc_passthrough_file.host_protected_majors(document, nodes) == {os.major(os.stat("/dev/null").st_rdev)}
 
 
 def test_lock_held_by_someone_else_fails_after_waiting(node_dir, no_pct):
@@ -208,7 +209,7 @@ def test_lock_held_by_someone_else_fails_after_waiting(node_dir, no_pct):
     config_dir, conf, lock_dir = node_dir
     with open(lock_dir / "pve-config-6006.lock", "a") as holder:
         fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
-        with mock.patch.object(lxc_gpu_passthrough, "LOCK_WAIT_SECONDS", 0.3):
+        with mock.patch.object(lxc_passthrough_file, "LOCK_WAIT_SECONDS", 0.3):
             result, failed = run_module(lxc_gpu_passthrough.main, file_args(config_dir, lock_dir))
     assert failed and "locked" in result["msg"]
     assert conf.read_text() == QUICKPOD_6006_CONF
@@ -221,7 +222,7 @@ API_ARGS = {"vmid": 120, "devices": DEVICES_UVM_508[:2], "style": "dev", "backen
 
 @pytest.fixture
 def no_network():
-    with mock.patch.object(lxc_gpu_passthrough, "ProxmoxAPI", side_effect=AssertionError("must fail before connecting")) as api:
+    with mock.patch.object(pve_api, "ProxmoxAPI", side_effect=AssertionError("must fail before connecting")) as api:
         yield api
 
 
@@ -229,9 +230,11 @@ def test_api_backend_with_a_token_fails_at_once_and_says_what_to_use(no_network)
     args = dict(API_ARGS, api_user="root@pam", api_token_id="ansible", api_token_secret="s3cr3t-token")
     result, failed = run_module(lxc_gpu_passthrough.main, args)
     assert failed
-    assert result["msg"].startswith("dev[n] passthrough can only be set by root@pam: Proxmox refuses it for API tokens and other users (")
+    assert result["msg"].startswith("dev[n] passthrough can only be set by root@pam: an API token is never root@pam, even one owned by "
+                                    "root@pam (it authenticates as root@pam!ansible); Proxmox answers 'configuring device passthrough "
+                                    "is only allowed for root@pam' to API tokens and every other user, so /dev/nvidia0, /dev/nvidiactl "
+                                    "would be refused")
     assert result["msg"].endswith("Use api_user=root@pam with api_password (a ticket), or backend=cli/file over SSH on the node.")
-    assert "root@pam!ansible" in result["msg"]
     assert "s3cr3t-token" not in str(result)
     no_network.assert_not_called()
 
@@ -264,7 +267,7 @@ def fake_proxmox(config, status="running"):
 def test_api_backend_as_root_sets_dev_entries_with_the_digest_and_reboots():
     api, container = fake_proxmox({"arch": "amd64", "dev0": "/dev/dri/card0,gid=44", "digest": "abc123", "lxc": [["lxc.apparmor.profile", "unconfined"]]})
     args = dict(API_ARGS, api_user="root@pam", api_password="pw", dev_gid=44, restart=True, validate_certs=False)
-    with mock.patch.object(lxc_gpu_passthrough, "ProxmoxAPI", return_value=api) as factory:
+    with mock.patch.object(pve_api, "ProxmoxAPI", return_value=api) as factory:
         result, failed = run_module(lxc_gpu_passthrough.main, args, diff=True)
     assert not failed, result
     factory.assert_called_once_with("127.0.0.1", port=8006, user="root@pam", password="pw", verify_ssl=False, timeout=30)
@@ -280,7 +283,7 @@ def test_api_backend_as_root_sets_dev_entries_with_the_digest_and_reboots():
 def test_api_backend_check_mode_and_unchanged_run_put_nothing():
     api, container = fake_proxmox({"dev0": "/dev/nvidia0", "dev1": "/dev/nvidiactl", "digest": "d"})
     args = dict(API_ARGS, api_user="root@pam", api_password="pw")
-    with mock.patch.object(lxc_gpu_passthrough, "ProxmoxAPI", return_value=api):
+    with mock.patch.object(pve_api, "ProxmoxAPI", return_value=api):
         result, failed = run_module(lxc_gpu_passthrough.main, args)
         assert not failed and result["changed"] is False and result["restart_needed"] is False
         result, failed = run_module(lxc_gpu_passthrough.main, dict(args, dev_mode="0666"), check_mode=True)
@@ -296,15 +299,40 @@ def test_api_backend_reports_a_failed_reboot_task_with_its_exit_status():
     task.status.get.return_value = {"status": "stopped", "exitstatus": "command 'lxc-start -n 120' failed: exit code 1"}
     task.log.get.return_value = [{"n": 1, "t": "Device /dev/nvidia-uvm does not exist"}, {"n": 2, "t": "TASK ERROR: startup for container '120' failed"}]
     args = dict(API_ARGS, api_user="root@pam", api_password="pw", restart=True)
-    with mock.patch.object(lxc_gpu_passthrough, "ProxmoxAPI", return_value=api):
+    with mock.patch.object(pve_api, "ProxmoxAPI", return_value=api):
         result, failed = run_module(lxc_gpu_passthrough.main, args)
     assert failed
-    assert "exit code 1" in result["msg"] and "Device /dev/nvidia-uvm does not exist" in result["msg"]
+    assert result["msg"].startswith("rebooting CT 120 failed: command 'lxc-start -n 120' failed: exit code 1 (task UPID:pve1:")
+    assert "Device /dev/nvidia-uvm does not exist" in result["msg"]
+    assert result["task_exitstatus"] == "command 'lxc-start -n 120' failed: exit code 1"
+    assert result["task_log_tail"][-1] == "TASK ERROR: startup for container '120' failed"
+
+
+@pytest.mark.parametrize("extra,timeout,verify", [
+    ({"timeout": 45}, 45, True),
+    ({"api_timeout": 50, "ca_path": "/etc/pve/pve-root-ca.pem"}, 50, "/etc/pve/pve-root-ca.pem"),
+])
+def test_api_backend_takes_the_shared_connection_options_and_the_old_timeout_name(extra, timeout, verify):
+    api, _container = fake_proxmox({"dev0": "/dev/nvidia0", "dev1": "/dev/nvidiactl", "digest": "d"})
+    args = dict(API_ARGS, api_user="root@pam", api_password="pw", **extra)
+    with mock.patch.object(pve_api, "ProxmoxAPI", return_value=api) as factory:
+        result, failed = run_module(lxc_gpu_passthrough.main, args)
+    assert not failed and result["changed"] is False, result
+    factory.assert_called_once_with("127.0.0.1", port=8006, user="root@pam", password="pw", verify_ssl=verify, timeout=timeout)
+
+
+def test_api_backend_names_an_unreachable_api():
+    import requests
+
+    args = dict(API_ARGS, api_user="root@pam", api_password="pw")
+    with mock.patch.object(pve_api, "ProxmoxAPI", side_effect=requests.exceptions.ConnectionError("[Errno 111] Connection refused")):
+        result, failed = run_module(lxc_gpu_passthrough.main, args)
+    assert failed and result["msg"] == "cannot reach the Proxmox API at https://127.0.0.1:8006: [Errno 111] Connection refused"
 
 
 def test_api_backend_without_proxmoxer_names_the_library(monkeypatch):
-    monkeypatch.setattr(lxc_gpu_passthrough, "ProxmoxAPI", None)
-    monkeypatch.setattr(lxc_gpu_passthrough, "PROXMOXER_IMPORT_ERROR", "Traceback: No module named 'proxmoxer'")
+    monkeypatch.setattr(pve_api, "ProxmoxAPI", None)
+    monkeypatch.setattr(pve_api, "PROXMOXER_IMPORT_ERROR", "Traceback: No module named 'proxmoxer'")
     result, failed = run_module(lxc_gpu_passthrough.main, dict(API_ARGS, api_user="root@pam", api_password="pw"))
     assert failed and "proxmoxer" in result["msg"]
 

@@ -153,9 +153,9 @@ def test_a_token_may_create_but_never_set_dev_entries(sim):
     assert not failed and result["created"]
     result, failed = run_module(pve_lxc.main, dict(module_args, config=dict(CONFIG, dev0="/dev/null")))
     assert failed
-    assert result["msg"].startswith("dev[n] options (dev0) can only be set by root@pam: an API token is never root@pam, even one owned "
-                                    "by root@pam (it authenticates as root@pam!ansible)")
-    assert "Use api_user=root@pam with api_password" in result["msg"]
+    assert result["msg"].startswith("dev[n] passthrough can only be set by root@pam: an API token is never root@pam, even one owned "
+                                    "by root@pam (it authenticates as root@pam!ansible); ")
+    assert "so dev0 would be refused" in result["msg"] and "Use api_user=root@pam with api_password" in result["msg"]
     assert "dev0" not in conf(sim, 305)
     assert not run_module(pve_lxc.main, args(sim, 305, state="absent"))[1]
 

@@ -1,0 +1,153 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""pve_api: the connection options and their documentation, connect(), the error messages, the task wait and the
+root@pam rule for dev[n]. Against a real Proxmox (the simulator): tests/unit/plugins/modules/test_pve_lxc.py."""
+from __future__ import annotations
+
+from unittest import mock
+
+import pytest
+import yaml
+
+from ansible_collections.llmops.serving.plugins.doc_fragments.pve_api import ModuleDocFragment
+from ansible_collections.llmops.serving.plugins.module_utils import pve_api
+
+proxmoxer = pytest.importorskip("proxmoxer")
+requests = pytest.importorskip("requests")
+from proxmoxer.core import AuthenticationError, ResourceException  # noqa: E402  pylint: disable=wrong-import-position
+
+# A UPID in the format of pve-common PVE::Tools::upid_encode, built by hand for this test: a vzreboot of CT 120.
+UPID = "UPID:pve1:00001234:00005678:65A0B0C0:vzreboot:120:root@pam:"
+
+
+def params(**extra):
+    """The connection options as AnsibleModule fills them in (defaults of pve_api_argument_spec)."""
+    result = dict((name, spec.get("default")) for name, spec in pve_api.pve_api_argument_spec().items())
+    result.update(api_host="pve1.example.org", api_user="root@pam")
+    result.update(extra)
+    return result
+
+
+def test_the_doc_fragment_documents_exactly_the_argument_spec():
+    documented = yaml.safe_load(ModuleDocFragment.DOCUMENTATION)["options"]
+    spec = pve_api.pve_api_argument_spec()
+    assert sorted(documented) == sorted(spec)
+    for name, option in spec.items():
+        assert documented[name]["type"] == option["type"], name
+        assert documented[name].get("default") == option.get("default"), name
+        assert documented[name].get("required", False) == option.get("required", False), name
+    assert [name for name, option in spec.items() if option.get("no_log")] == ["api_password", "api_token_secret"]
+
+
+def test_the_argument_spec_can_leave_host_and_user_optional():
+    spec = pve_api.pve_api_argument_spec(required=False)
+    assert not spec["api_host"]["required"] and not spec["api_user"]["required"]
+    # A fresh dict each call: a module that adds an alias does not change another module's spec.
+    spec["api_timeout"]["aliases"] = ["timeout"]
+    assert "aliases" not in pve_api.pve_api_argument_spec()["api_timeout"]
+
+
+@pytest.mark.parametrize("extra,auth,verify", [
+    ({"api_password": "pw"}, {"password": "pw"}, True),
+    ({"api_password": "pw", "ca_path": "/etc/pve/pve-root-ca.pem"}, {"password": "pw"}, "/etc/pve/pve-root-ca.pem"),
+    ({"api_password": "pw", "ca_path": "/etc/pve/pve-root-ca.pem", "validate_certs": False}, {"password": "pw"}, False),
+    ({"api_token_id": "ansible", "api_token_secret": "s"}, {"token_name": "ansible", "token_value": "s"}, True),
+])
+def test_connect_passes_the_credentials_the_ca_and_the_timeout(extra, auth, verify):
+    with mock.patch.object(pve_api, "ProxmoxAPI") as factory:
+        api = pve_api.connect(params(api_timeout=45, **extra))
+    assert api is factory.return_value
+    factory.assert_called_once_with("pve1.example.org", port=8006, verify_ssl=verify, timeout=45, user="root@pam", **auth)
+
+
+def test_connect_without_proxmoxer_names_the_library(monkeypatch):
+    monkeypatch.setattr(pve_api, "ProxmoxAPI", None)
+    monkeypatch.setattr(pve_api, "PROXMOXER_IMPORT_ERROR", "Traceback: No module named 'proxmoxer'")
+    with pytest.raises(pve_api.PveFailure) as caught:
+        pve_api.connect(params(api_password="pw"))
+    assert "proxmoxer" in str(caught.value)
+    assert caught.value.extra == {"exception": "Traceback: No module named 'proxmoxer'"}
+
+
+@pytest.mark.parametrize("error,message", [
+    (AuthenticationError("Couldn't authenticate user: root@pam to https://pve1.example.org:8006/api2/json/access/ticket"),
+     "authentication to the Proxmox API at https://pve1.example.org:8006 as root@pam failed: Couldn't authenticate user: root@pam"),
+    (ResourceException(500, "Internal Server Error", "Configuration file 'nodes/pve1/lxc/120.conf' does not exist"),
+     "Proxmox API error for CT 120 on node pve1: 500 Internal Server Error: Configuration file 'nodes/pve1/lxc/120.conf' does not exist"),
+    (requests.exceptions.ReadTimeout("HTTPSConnectionPool(host='pve1.example.org', port=8006): Read timed out. (read timeout=30)"),
+     "the Proxmox API at https://pve1.example.org:8006 did not answer within api_timeout=30 s: HTTPSConnectionPool"),
+    (requests.exceptions.ConnectionError("[Errno 111] Connection refused"),
+     "cannot reach the Proxmox API at https://pve1.example.org:8006: [Errno 111] Connection refused"),
+])
+def test_api_errors_name_the_cause(error, message):
+    with pytest.raises(pve_api.PveFailure) as caught:
+        with pve_api.api_errors(params(api_password="pw"), "CT 120 on node pve1"):
+            raise error
+    assert str(caught.value).startswith(message)
+
+
+def test_api_errors_let_other_failures_through():
+    with pytest.raises(KeyError):
+        with pve_api.api_errors(params(), "CT 120 on node pve1"):
+            raise KeyError("not an API error")
+
+
+class FakeTaskApi:
+    """The part of proxmoxer's attribute-call API that the wait uses: nodes(node).tasks(upid).status/log."""
+
+    def __init__(self, statuses, log_lines=()):
+        self.api = mock.MagicMock(name="ProxmoxAPI()")
+        task = self.api.nodes.return_value.tasks.return_value
+        task.status.get.side_effect = list(statuses)
+        task.log.get.return_value = [{"n": n + 1, "t": text} for n, text in enumerate(log_lines)]
+        self.task = task
+
+
+def test_wait_for_upid_records_a_task_that_succeeded():
+    fake = FakeTaskApi([{"status": "running"}, {"status": "stopped", "exitstatus": "OK"}])
+    tasks = []
+    status = pve_api.wait_for_upid(fake.api, "pve1", UPID, 60, "rebooting CT 120", tasks)
+    assert status["exitstatus"] == "OK" and tasks == [{"upid": UPID, "exitstatus": "OK"}]
+    fake.api.nodes.assert_called_with("pve1")
+    fake.api.nodes.return_value.tasks.assert_called_with(UPID)
+
+
+def test_wait_for_upid_fails_with_the_exit_status_and_the_log_tail():
+    exitstatus = "command 'lxc-start -n 120' failed: exit code 1"
+    fake = FakeTaskApi([{"status": "stopped", "exitstatus": exitstatus}],
+                       ["Device /dev/nvidia-uvm does not exist", "TASK ERROR: startup for container '120' failed"])
+    tasks = []
+    with pytest.raises(pve_api.PveFailure) as caught:
+        pve_api.wait_for_upid(fake.api, "pve1", UPID, 60, "rebooting CT 120", tasks)
+    assert str(caught.value).startswith("rebooting CT 120 failed: %s (task %s); last log lines: Device /dev/nvidia-uvm" % (exitstatus, UPID))
+    assert caught.value.extra == {"task_exitstatus": exitstatus,
+                                  "task_log_tail": ["Device /dev/nvidia-uvm does not exist", "TASK ERROR: startup for container '120' failed"]}
+    assert tasks == [{"upid": UPID, "exitstatus": exitstatus}]
+
+
+@pytest.mark.parametrize("extra,reason", [
+    ({"api_token_id": "ansible", "api_token_secret": "s"},
+     "an API token is never root@pam, even one owned by root@pam (it authenticates as root@pam!ansible)"),
+    ({"api_user": "ansible@pve", "api_password": "pw"}, "api_user is ansible@pve"),
+    ({"api_user": None}, "api_user is not set"),
+    ({}, "api_user=root@pam was given without api_password"),
+])
+def test_dev_entries_need_root_at_pam_with_a_password(extra, reason):
+    with pytest.raises(pve_api.PveFailure) as caught:
+        pve_api.require_root_for_devices(params(**extra), ["dev0", "dev1"])
+    assert str(caught.value) == pve_api.ROOT_ONLY_MSG.format(reason=reason, entries="dev0, dev1")
+    assert str(caught.value).startswith("dev[n] passthrough can only be set by root@pam: %s; " % reason)
+    assert "so dev0, dev1 would be refused" in str(caught.value)
+
+
+def test_root_at_pam_with_a_password_and_no_dev_entries_pass():
+    assert pve_api.require_root_for_devices(params(api_password="pw"), ["dev0"]) is None
+    assert pve_api.require_root_for_devices(params(api_token_id="ansible", api_token_secret="s"), []) is None
+
+
+def test_timeouts_below_one_second_are_refused():
+    pve_api.require_positive_seconds({"api_timeout": 1}, ["api_timeout"])
+    with pytest.raises(pve_api.PveFailure, match="^task_timeout must be at least 1 second, got 0$"):
+        pve_api.require_positive_seconds({"api_timeout": 30, "task_timeout": 0}, ["api_timeout", "task_timeout"])
