@@ -23,6 +23,20 @@ Ordering rule (the first failure wins):
 * ``memory.events`` / ``memory.oom_control`` counters are cumulative; give the copy taken before the build as
   ``cgroup_events_before`` to count only this build's kills. ``memory.failcnt`` counts hits of the limit, not kills
   (the kernel reclaims and carries on), so it is reported but never decides.
+
+Lines are matched the way real logs print them, not only as a clean terminal shows them:
+
+* Known line prefixes are removed before matching: Docker BuildKit's ``#12 5057.8``, the legacy builder's ``515.6``,
+  timestamps, a log level (``DEBUG``), a bracketed tag (VS Code's ``[build]``), a quote marker (``>``), ANSI colour
+  codes and indentation. A bare ``Killed`` is then the whole remaining line.
+* ``Killed`` also counts where the shell's newline was lost: glued to the end of a progress bar, or in the middle of
+  a log pasted flattened onto one line, when the next thing is the start of another build line (``[3/49]``,
+  ``FAILED:``, ``ninja:``, ``make[2]:``, ``Traceback``, a BuildKit prefix). ``Killed process`` (a kernel line) never
+  counts.
+* Other OOM spellings: BuildKit's ``ResourceExhausted: ... cannot allocate memory``, the CUDA front end's
+  ``catastrophic error: out of memory``, ``returned a non-zero code: 137`` (legacy docker build), ninja's
+  ``FAILED: [code=137]``, make's ``Error 137``, ``terminated by signal SIGKILL`` and gcc's message in the zh_CN locale
+  (``已杀死 signal terminated program cc1``).
 """
 
 from __future__ import annotations
@@ -35,6 +49,8 @@ CAUSE_UNKNOWN = "unknown"
 
 OOM_MESSAGE = "out of memory (the OOM killer stopped cicc/cc1plus; lower max_jobs)"
 INCOMPATIBLE_PREFIX = "a real CUDA/compiler incompatibility: "
+# A line longer than this (a log pasted flattened) is quoted in the message as the part around the match.
+MAX_QUOTED_LINE = 240
 
 # Processes a CUDA extension build runs: a kernel OOM kill of one of these is a kill of the build.
 BUILD_PROCESSES = frozenset([
@@ -43,26 +59,52 @@ BUILD_PROCESSES = frozenset([
     "pip", "uv",
 ])
 
-# Docker BuildKit ("#12 5057.8 ") and legacy builder ("515.6 ") prefix every line with a step and a time.
-_BUILD_PREFIX = r"^(?:#\d+\s+)?(?:\d+(?:\.\d+)?\s+)?\s*"
+# What tools put in front of a build line, removed (repeatedly, in any order) before the line is matched:
+# ANSI colour codes; an ISO timestamp (GitHub Actions, pip --log); Docker BuildKit's step ("#12") and either
+# builder's elapsed seconds ("5057.8", legacy "515.6"); a log level ("DEBUG", as verbose installers print it);
+# a bracketed tag (VS Code CMake Tools' "[build]", "[stderr]"; never ninja's "[3/49]", which starts with a digit);
+# a quote marker ("> " in a GitHub comment) and indentation.
+_LINE_PREFIX = re.compile(
+    r"^(?:\x1b\[[0-9;]*[A-Za-z]"
+    r"|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?(?=\s)"
+    r"|#\d+(?=\s)"
+    r"|\d+(?:\.\d+)?(?=\s)"
+    r"|(?:DEBUG|INFO|NOTICE|WARN|WARNING|TRACE)\b:?"
+    r"|\[[A-Za-z][\w .:/-]*\]"
+    r"|>"
+    r"|\s+)")
+
+# Where a newline was lost, the next build line follows "Killed" on the same line: ninja's progress, its FAILED:
+# and "ninja:" lines, make's "make[2]:", a traceback, a BuildKit or legacy-builder prefix.
+_NEXT_BUILD_LINE = (r"(?:\[\d+/\d+\]|FAILED:|ninja:|g?make(?:\[\d+\])?:|CMake Error|Traceback|error:|ERROR:|"
+                    r"#\d+\s+\d+\.\d+\s|\d+\.\d+\s)")
 
 # (kind, label, compiled regex). Labels say in plain words what the line means.
 OOM_PATTERNS = [
     ("oom", "the compiler driver reports its cc1plus/cicc child killed by SIGKILL",
-     re.compile(r"fatal error: Killed signal terminated program (\S+)")),
+     # "已杀死" is strsignal(SIGKILL) in gcc's zh_CN messages; other signals (a crash) are not listed on purpose.
+     re.compile(r"(?:fatal error|致命错误)\s*[:：]\s*(?:Killed|已杀死) signal terminated program (\S+)")),
     ("oom", "gcc reports cc1plus killed (older gcc wording)",
      re.compile(r"internal compiler error: Killed \(program (\S+)\)")),
     ("oom", "nvcc reports a sub-process killed by signal 9",
      re.compile(r"nvcc error\s*:\s*'([^']+)' died due to signal 9\b")),
     ("oom", "the linker was killed by signal 9",
      re.compile(r"(\S+) terminated with signal 9 \[Killed\]")),
+    ("oom", "the CUDA front end (cudafe++/cicc) ran out of memory",
+     re.compile(r"catastrophic error: out of memory")),
+    ("oom", "Docker BuildKit reports the build step ran out of memory",
+     re.compile(r"ResourceExhausted: .*cannot allocate memory")),
     ("oom", "the shell reports a child killed by SIGKILL",
-     re.compile(_BUILD_PREFIX + r"Killed\s*$")),
+     re.compile(r"^Killed\s*$")),
+    ("oom", "the shell reports a child killed by SIGKILL (its newline was lost)",
+     re.compile(r"(?<![A-Za-z])Killed(?:\s*$|\s+(?=" + _NEXT_BUILD_LINE + r"))")),
     ("oom", "bash reports a step's command killed by SIGKILL",
      re.compile(r"^\S+: line \d+:\s+\d+ Killed\s")),
     ("oom", "a build step exited with 137 / -9 (SIGKILL, almost always the OOM killer)",
      re.compile(r"(?:exit (?:status|code):?\s*137\b|exit status -9\b|returned non-zero exit status -9\b|"
-                r"died with <Signals\.SIGKILL: 9>)")),
+                r"returned a non-zero code:\s*137\b|\[code=137\]|\bError 137\b|died with <Signals\.SIGKILL: 9>)")),
+    ("oom", "a build step was terminated by SIGKILL (almost always the OOM killer)",
+     re.compile(r"(?:terminated|killed) by signal (?:SIGKILL|9)\b")),
 ]
 
 INCOMPATIBLE_PATTERNS = [
@@ -97,7 +139,8 @@ INCOMPATIBLE_PATTERNS = [
 # Lines that say "the build failed" without saying why: shown when nothing decisive is found.
 GENERIC_FAILURE = re.compile(r"(?:ninja: build stopped|Error compiling objects for extension|"
                              r"error: command '[^']*' failed with exit code|CalledProcessError: Command '\['ninja'|"
-                             r"^\s*FAILED: |Failed to build |ERROR: Failed building wheel|died due to signal \d+)")
+                             r"^FAILED: |Failed to build |ERROR: Failed building wheel|died due to signal \d+|"
+                             r"failed to solve: )")
 
 KERNEL_KILL = re.compile(r"(Memory cgroup out of memory|Out of memory): Kill(?:ed)? process (\d+) \(([^)]+)\)")
 KERNEL_OOM_KILL_TASK = re.compile(r"oom-kill:.*?\btask=([^,\s]+)")
@@ -109,22 +152,49 @@ def _strip(line):
     return line.strip()
 
 
+def strip_line_prefix(line):
+    """``line`` without the prefixes tools put in front of it (see ``_LINE_PREFIX``)."""
+    rest = line
+    while True:
+        match = _LINE_PREFIX.match(rest)
+        if not match or not match.group(0):
+            return rest.rstrip()
+        rest = rest[match.end():]
+
+
 def scan_build_log(text):
-    """Every OOM or incompatibility line in a build log, in order: dicts ``index``, ``kind``, ``label``, ``line``."""
+    """Every OOM or incompatibility line in a build log, in order: dicts ``index``, ``kind``, ``label``, ``line``,
+    ``quote``.
+
+    Patterns are matched against the line without its prefixes; ``line`` is the line as the log has it (stripped),
+    ``quote`` the part of it a message shows (all of it unless the line is a long, flattened one).
+    """
     findings = []
     for index, line in enumerate((text or "").splitlines()):
+        bare = strip_line_prefix(line)
         for kind, label, pattern in OOM_PATTERNS + INCOMPATIBLE_PATTERNS:
-            if pattern.search(line):
-                findings.append({"index": index, "kind": kind, "label": label, "line": _strip(line)})
+            match = pattern.search(bare)
+            if match:
+                findings.append({"index": index, "kind": kind, "label": label, "line": _strip(line),
+                                 "quote": _quote(bare, match)})
                 break
     return findings
+
+
+def _quote(bare, match):
+    """The line for a message: whole, or the part around the match when it is a long (flattened) line."""
+    if len(bare) <= MAX_QUOTED_LINE:
+        return bare.strip()
+    start = max(0, match.start() - 80)
+    end = min(len(bare), match.end() + 80)
+    return "%s%s%s" % ("..." if start else "", bare[start:end].strip(), "..." if end < len(bare) else "")
 
 
 def last_generic_failure(text):
     """The last "the build failed" line (no cause in it), or None."""
     found = None
     for line in (text or "").splitlines():
-        if GENERIC_FAILURE.search(line):
+        if GENERIC_FAILURE.search(strip_line_prefix(line)):
             found = _strip(line)
     return found
 
@@ -211,18 +281,18 @@ def classify_build_failure(build_log, kernel_log=None, cgroup_events=None, cgrou
     any_oom_in_log = any(f["kind"] == "oom" for f in findings)
 
     if first is not None and first["kind"] == "oom":
-        message = "%s: %s (%s)" % (OOM_MESSAGE, first["line"], first["label"])
+        message = "%s: %s (%s)" % (OOM_MESSAGE, _quoted(first), first["label"])
         confirmation = _confirmation(build_kills, cgroup_kills)
         if confirmation:
             message += "; " + confirmation
         if later_incompatible:
             message += ("; also seen after the kill: %r (%s), which may be collateral: rebuild with fewer jobs to "
-                        "find out" % (later_incompatible[0]["line"], later_incompatible[0]["label"]))
+                        "find out" % (_quoted(later_incompatible[0]), later_incompatible[0]["label"]))
         return _result(CAUSE_OOM, first["line"], message, evidence, cgroup_kills)
 
     if first is not None:
         message = "%s%s (%s); lowering max_jobs will not fix this" % (
-            INCOMPATIBLE_PREFIX, first["line"], first["label"])
+            INCOMPATIBLE_PREFIX, _quoted(first), first["label"])
         if any_oom_in_log or build_kills or cgroup_kills:
             message += ("; an OOM kill was also seen (%s), after or apart from this error: lower max_jobs as well"
                         % _first_oom_line(findings, build_kills, cgroup_kills))
@@ -249,9 +319,23 @@ def classify_build_failure(build_log, kernel_log=None, cgroup_events=None, cgrou
     if other_kills:
         message += ("; the kernel OOM-killed %s (not a build process), so memory was short: try a lower max_jobs"
                     % ", ".join(sorted(set(kill["process"] for kill in other_kills))))
-    if kernel_log is None and cgroup_events is None:
-        message += "; give the kernel log or the cgroup's memory.events to tell an OOM kill apart"
+    missing = _missing_evidence(kernel_log, cgroup_events)
+    if missing:
+        message += "; give the kernel log or the cgroup's memory.events to tell an OOM kill apart: " + missing
     return _result(CAUSE_UNKNOWN, generic, message, evidence, cgroup_kills)
+
+
+def _missing_evidence(kernel_log, cgroup_events):
+    """What to collect next, in words; empty when both the kernel log and the cgroup counters were given."""
+    parts = []
+    if kernel_log is None:
+        parts.append("the kernel log of the build's time ('dmesg' or 'journalctl -k'; an OOM kill prints an "
+                     "'oom-kill:' line and 'Out of memory: Killed process N (cicc)')")
+    if cgroup_events is None:
+        parts.append("the build cgroup's memory counters: memory.events on cgroup v2 (its oom_kill line), or "
+                     "memory.oom_control with memory.max_usage_in_bytes against memory.limit_in_bytes and "
+                     "memory.failcnt on cgroup v1, copied before and after the build")
+    return " and ".join(parts)
 
 
 def _kill_label(kill):
@@ -268,10 +352,15 @@ def _confirmation(build_kills, cgroup_kills):
     return "; ".join(parts)
 
 
+def _quoted(finding):
+    """The finding's line as the message quotes it: verbatim, or its part around the match when very long."""
+    return finding["line"] if len(finding["line"]) <= MAX_QUOTED_LINE else finding["quote"]
+
+
 def _first_oom_line(findings, build_kills, cgroup_kills):
     for finding in findings:
         if finding["kind"] == "oom":
-            return finding["line"]
+            return _quoted(finding)
     if build_kills:
         return build_kills[0]["line"]
     return "oom_kill %d" % cgroup_kills

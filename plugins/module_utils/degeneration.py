@@ -7,23 +7,41 @@
 Metrics (pure functions, standard library only):
 
 * longest repeated n-gram run: the most tokens covered by back-to-back copies of one n-gram
-  (``a b c a b c a b c`` is the 3-gram ``a b c`` repeated 3 times, covering 9 tokens);
-* distinct-n: distinct n-grams / all n-grams, for n = 1, 2, 3;
+  (``a b c a b c a b c`` is the 3-gram ``a b c`` repeated 3 times, covering 9 tokens), for n up to
+  ``MAX_NGRAM`` (512) tokens, so that a repeated paragraph is seen too;
+* distinct-n: distinct n-grams / all n-grams, for n = 1, 2, 3, over the WORD tokens only (punctuation and markup
+  left out: tables, lists and rulers repeat ``|``, ``-`` and ``.`` by design);
 * compression ratio: ``len(zlib.compress(utf8)) / len(utf8)``; a loop compresses far better than prose.
 
-Tokens are lower-cased words and single punctuation marks, so "The user's question is 2+2." is
-``the user ' s question is 2 + 2 .``.
+Tokens are what a reader sees as units, close to what a model's tokenizer emits:
 
-Verdict thresholds (``is_degenerate``), chosen so that ordinary prose and reasoning never trip them
-and a loop of a sentence trips at least two of them:
+* lower-cased words and single punctuation marks, so "The user's question is 2+2." is
+  ``the user ' s question is 2 + 2 .``;
+* one token per character of Chinese and Japanese script (Han, Hiragana, Katakana), which has no spaces: without
+  this a whole clause up to the next comma would be a single token, and a paragraph repeated three times would
+  look like a few tokens repeated three times;
+* a ruler line - a line of ``---``, ``===``, ``***``, ``___``, ``~~~``, box-drawing characters or a markdown table
+  separator such as ``|---|:---:|`` (at most ``MAX_RULER_CHARS`` long) - is one token ``<rule>``, and a run of 3 to
+  ``MAX_MARK_RUN`` (80) of one such character inside a line (``Title =====``) is one token: healthy markdown and
+  reStructuredText are full of them, and as single characters a 29-character underline read as a 29-fold loop.
+  Longer runs split into 80-character tokens, so a model emitting thousands of dashes still loops.
 
-* fewer than ``MIN_TOKENS`` (20) tokens: never degenerate (too short to judge);
-* a repeated run of an n-gram (n >= 2) at least ``MIN_REPEATS`` (4) times in a row that covers at
-  least ``MIN_RUN_FRACTION`` (30 %) of the text, or a single token repeated ``MIN_SINGLE_TOKEN_REPEATS``
-  (12) times in a row;
-* distinct-2 below ``MAX_DISTINCT_2`` (0.30) with at least ``MIN_TOKENS_FOR_DISTINCT`` (60) tokens;
+Verdict thresholds (``is_degenerate``), chosen so that ordinary prose, reasoning and markdown never trip them
+and a loop of a sentence or of a paragraph trips at least one:
+
+* a repeated run of a short n-gram (2 <= n < ``MIN_BLOCK_TOKENS`` (16)) at least ``MIN_REPEATS`` (4) times in a
+  row that covers at least ``MIN_RUN_FRACTION`` (30 %) of the text, or a single token repeated
+  ``MIN_SINGLE_TOKEN_REPEATS`` (12) times in a row;
+* a block of at least ``MIN_BLOCK_TOKENS`` tokens (a sentence or a paragraph) repeated ``MIN_BLOCK_REPEATS`` (3)
+  times in a row covering at least 30 % of the text, or repeated twice in a row covering at least
+  ``MIN_TWICE_FRACTION`` (60 %): a healthy answer never restates a whole paragraph verbatim back to back, while a
+  long loop cut off by ``max_tokens`` shows only two or three copies;
+* distinct-2 of the word tokens below ``MAX_DISTINCT_2`` (0.30) with at least ``MIN_TOKENS_FOR_DISTINCT`` (60) of them;
 * compression ratio below ``MAX_COMPRESSION_RATIO`` (0.15) with at least ``MIN_BYTES_FOR_COMPRESSION``
   (600) bytes (zlib's fixed overhead makes short texts look incompressible).
+
+The token-based checks need at least ``MIN_TOKENS`` (20) tokens (too short to judge otherwise); the compression
+check needs only its 600 bytes, so that 600 bytes of one character (a few tokens) is still a loop.
 
 Diagnosis (``diagnose``) combines the verdict with the speculative-decoding acceptance rate
 (recomputed from accept length, see sglang_log): a degenerate output while acceptance is near 1.0 is
@@ -40,7 +58,12 @@ MIN_TOKENS = 20
 MIN_REPEATS = 4
 MIN_RUN_FRACTION = 0.30
 MIN_SINGLE_TOKEN_REPEATS = 12
-MAX_NGRAM = 128
+MIN_BLOCK_TOKENS = 16
+MIN_BLOCK_REPEATS = 3
+MIN_TWICE_FRACTION = 0.60
+MAX_NGRAM = 512
+MAX_RULER_CHARS = 200
+MAX_MARK_RUN = 80
 MAX_DISTINCT_2 = 0.30
 MIN_TOKENS_FOR_DISTINCT = 60
 MAX_COMPRESSION_RATIO = 0.15
@@ -56,13 +79,44 @@ VERDICT_HEALTHY = "healthy"
 VERDICT_DEGENERATE_NO_STATS = "degenerate output (no speculative stats to separate causes)"
 VERDICT_DEGENERATE_UNCONFIRMED = "degenerate output (acceptance not near 1.0)"
 
-_TOKEN_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+RULE_TOKEN = "<rule>"
+
+# Han (with extension A and compatibility ideographs), Hiragana and Katakana: written without spaces.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+# Characters rulers and tables are drawn with; one of them repeated is markup, not a loop.
+_MARK_CHARS = "\\-=*_~#\u2500-\u257f"
+_TOKEN_RE = re.compile(
+    r"[" + _CJK + r"]"                                # one CJK character
+    r"|(?:(?![" + _CJK + r"])\w)+"                    # a word of any other script
+    r"|([" + _MARK_CHARS + r"])\1{2,%d}" % (MAX_MARK_RUN - 1) +  # a run of one ruler character
+    r"|[^\w\s]",                                      # one punctuation mark
+    re.UNICODE)
+# A line drawn only with ruler characters, table pipes/colons/pluses and box-drawing corners, with a run of
+# at least three of one ruler character: "-----", "=====", "|---|:---:|", "+-----+", "╭────┬────╮".
+_RULER_LINE_RE = re.compile(
+    r"^(?=.*([" + _MARK_CHARS + r"])\1\1)[" + _MARK_CHARS + r"|:+\s]+$", re.UNICODE)
+_WORD_RE = re.compile(r"\w", re.UNICODE)
+# CJK characters and CJK/full-width punctuation, written without spaces around them.
+_NO_SPACE_RE = re.compile(r"[" + _CJK + r"\u3000-\u303f\uff00-\uffef]")
 
 
 def tokenize(text):
-    """Lower-cased word and punctuation tokens of ``text`` (at most MAX_TOKENS_ANALYSED)."""
-    tokens = _TOKEN_RE.findall((text or "").lower())
+    """Lower-cased tokens of ``text`` (at most MAX_TOKENS_ANALYSED), as described in the module docstring."""
+    tokens = []
+    for line in (text or "").lower().splitlines():
+        stripped = line.strip()
+        if stripped and len(stripped) <= MAX_RULER_CHARS and _RULER_LINE_RE.match(stripped):
+            tokens.append(RULE_TOKEN)
+        else:
+            tokens.extend(match.group(0) for match in _TOKEN_RE.finditer(line))
+        if len(tokens) >= MAX_TOKENS_ANALYSED:
+            break
     return tokens[:MAX_TOKENS_ANALYSED]
+
+
+def word_tokens(tokens):
+    """The tokens that carry words (letters, digits, CJK characters): punctuation and markup left out."""
+    return [token for token in tokens if token != RULE_TOKEN and _WORD_RE.search(token)]
 
 
 def longest_repeated_run(tokens, max_n=MAX_NGRAM):
@@ -70,30 +124,78 @@ def longest_repeated_run(tokens, max_n=MAX_NGRAM):
 
     Returns ``{"n", "repeats", "tokens_covered", "fraction", "ngram"}`` for the n-gram whose whole
     copies cover the most tokens (the smallest n wins a tie, so a 3-gram loop is not reported as a
-    6-gram one), or a record with ``repeats`` 1 when nothing repeats. O(len(tokens) x max_n).
+    6-gram one; an earlier run wins a tie between runs of one n), or a record with ``repeats`` 1 when
+    nothing repeats. See ``_runs_at_lag`` for why this stays fast with n up to MAX_NGRAM.
     """
     total = len(tokens)
     best = {"n": 0, "repeats": 1, "tokens_covered": 0, "fraction": 0.0, "ngram": ""}
+    ids = _token_ids(tokens)
     for size in range(1, min(max_n, total // 2) + 1):
-        run = 0
-        for index in range(total - size):
-            if tokens[index] == tokens[index + size]:
-                run += 1
-            else:
-                run = 0
-            repeats = (run + size) // size
-            if repeats >= 2 and repeats * size > best["tokens_covered"]:
-                start = index - run + 1
-                best = {
-                    "n": size,
-                    "repeats": repeats,
-                    "tokens_covered": repeats * size,
-                    "fraction": 0.0,
-                    "ngram": " ".join(tokens[start:start + size]),
-                }
+        found = None
+        for start, run in _runs_at_lag(ids, size):
+            covered = (run + size) // size * size
+            if found is None or covered > found[0]:
+                found = (covered, start)
+        if found is None or found[0] <= best["tokens_covered"]:
+            continue
+        covered, start = found
+        best = {
+            "n": size,
+            "repeats": covered // size,
+            "tokens_covered": covered,
+            "fraction": 0.0,
+            "ngram": join_tokens(tokens[start:start + size]),
+        }
     if total:
         best["fraction"] = round(best["tokens_covered"] / float(total), 4)
     return best
+
+
+_CHUNK = 32
+
+
+def _runs_at_lag(ids, size):
+    """``(start, length)`` of every run of ``ids[i] == ids[i + size]`` at least ``size`` long, in order.
+
+    Only such runs hold two whole copies of a ``size``-gram, and each contains a position of every residue modulo
+    ``size``, so probing every ``size``-th position finds them all; a hit is then widened, in chunks compared in C.
+    That is about len(ids) / size probes per size instead of len(ids), which keeps MAX_NGRAM large affordable.
+    """
+    limit = len(ids) - size
+    pos = 0
+    while pos < limit:
+        if ids[pos] != ids[pos + size]:
+            pos += size
+            continue
+        start = pos
+        while start >= _CHUNK and ids[start - _CHUNK:start] == ids[start - _CHUNK + size:start + size]:
+            start -= _CHUNK
+        while start > 0 and ids[start - 1] == ids[start - 1 + size]:
+            start -= 1
+        end = pos + 1
+        while end + _CHUNK <= limit and ids[end:end + _CHUNK] == ids[end + size:end + size + _CHUNK]:
+            end += _CHUNK
+        while end < limit and ids[end] == ids[end + size]:
+            end += 1
+        if end - start >= size:
+            yield start, end - start
+        pos = end + 1
+
+
+def join_tokens(tokens):
+    """Tokens back as text for a message: spaces between words, none between CJK characters and their punctuation."""
+    text = ""
+    for token in tokens:
+        if text and not (_NO_SPACE_RE.match(text[-1]) or _NO_SPACE_RE.match(token[0])):
+            text += " "
+        text += token
+    return text
+
+
+def _token_ids(tokens):
+    """Each token as a small int (equal tokens, equal ints), so that comparisons run in C."""
+    ids = {}
+    return [ids.setdefault(token, len(ids)) for token in tokens]
 
 
 def distinct_n(tokens, n):
@@ -117,13 +219,15 @@ def measure(text):
     """All metrics of ``text`` plus the verdict: a dict with tokens, bytes, longest_run,
     distinct_1/2/3, compression_ratio, degenerate (bool) and reasons (list of strings)."""
     tokens = tokenize(text)
+    words = word_tokens(tokens)
     metrics = {
         "tokens": len(tokens),
+        "word_tokens": len(words),
         "bytes": len((text or "").encode("utf-8")),
         "longest_run": longest_repeated_run(tokens),
-        "distinct_1": distinct_n(tokens, 1),
-        "distinct_2": distinct_n(tokens, 2),
-        "distinct_3": distinct_n(tokens, 3),
+        "distinct_1": distinct_n(words, 1),
+        "distinct_2": distinct_n(words, 2),
+        "distinct_3": distinct_n(words, 3),
         "compression_ratio": compression_ratio(text),
     }
     degenerate, reasons = is_degenerate(metrics)
@@ -135,21 +239,35 @@ def measure(text):
 def is_degenerate(metrics):
     """Apply the documented thresholds to ``measure``'s metrics; return ``(bool, reasons)``."""
     reasons = []
-    if metrics["tokens"] < MIN_TOKENS:
-        return False, []
-    run = metrics["longest_run"]
-    if run["n"] >= 2 and run["repeats"] >= MIN_REPEATS and run["fraction"] >= MIN_RUN_FRACTION:
-        reasons.append("the %d-token sequence %r repeats %d times in a row (%.0f%% of the text)"
-                       % (run["n"], _shorten(run["ngram"]), run["repeats"], run["fraction"] * 100))
-    elif run["n"] == 1 and run["repeats"] >= MIN_SINGLE_TOKEN_REPEATS:
-        reasons.append("the token %r repeats %d times in a row" % (run["ngram"], run["repeats"]))
-    distinct_2 = metrics["distinct_2"]
-    if distinct_2 is not None and metrics["tokens"] >= MIN_TOKENS_FOR_DISTINCT and distinct_2 < MAX_DISTINCT_2:
-        reasons.append("distinct-2 is %.2f (below %.2f): few different word pairs" % (distinct_2, MAX_DISTINCT_2))
+    if metrics["tokens"] >= MIN_TOKENS:
+        run_reason = _run_reason(metrics["longest_run"])
+        if run_reason:
+            reasons.append(run_reason)
+        distinct_2 = metrics["distinct_2"]
+        words = metrics.get("word_tokens", metrics["tokens"])
+        if distinct_2 is not None and words >= MIN_TOKENS_FOR_DISTINCT and distinct_2 < MAX_DISTINCT_2:
+            reasons.append("distinct-2 is %.2f (below %.2f): few different word pairs" % (distinct_2, MAX_DISTINCT_2))
     ratio = metrics["compression_ratio"]
     if ratio is not None and metrics["bytes"] >= MIN_BYTES_FOR_COMPRESSION and ratio < MAX_COMPRESSION_RATIO:
         reasons.append("compresses to %.0f%% of its size (below %.0f%%)" % (ratio * 100, MAX_COMPRESSION_RATIO * 100))
     return bool(reasons), reasons
+
+
+def _run_reason(run):
+    """The reason the longest run makes the text a loop, or None (see the thresholds in the module docstring)."""
+    n, repeats, fraction = run["n"], run["repeats"], run["fraction"]
+    if n == 1:
+        if repeats >= MIN_SINGLE_TOKEN_REPEATS:
+            return "the token %r repeats %d times in a row" % (run["ngram"], repeats)
+        return None
+    looping = repeats >= MIN_REPEATS and fraction >= MIN_RUN_FRACTION
+    if n >= MIN_BLOCK_TOKENS:
+        looping = looping or (repeats >= MIN_BLOCK_REPEATS and fraction >= MIN_RUN_FRACTION) or (
+            repeats >= 2 and fraction >= MIN_TWICE_FRACTION)
+    if not looping:
+        return None
+    return "the %d-token sequence %r repeats %d times in a row (%.0f%% of the text)" % (
+        n, _shorten(run["ngram"]), repeats, fraction * 100)
 
 
 def _shorten(text, limit=80):

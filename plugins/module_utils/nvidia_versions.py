@@ -20,10 +20,12 @@ _NVRM_LINE = re.compile(
 )
 # A driver version as NVIDIA prints it: 580.95.05, 550.120, 35.3.1 (Jetson).
 _DRIVER_VERSION = re.compile(r"^\d+\.\d+(?:\.\d+)?$")
-# nvidia-smi when NVML and the kernel module disagree:
+# nvidia-smi when NVML and the kernel module disagree, in two forms (newer drivers add the second line):
 #   Failed to initialize NVML: Driver/library version mismatch
 #   NVML library version: 570.124
-_NVML_LIBRARY_VERSION = re.compile(r"^NVML library version:\s*(?P<version>\d+(?:\.\d+)+)\s*$", re.MULTILINE)
+_NVML_LIBRARY_VERSION = re.compile(r"^\s*NVML library version:\s*(?P<version>\d+(?:\.\d+)+)\s*$", re.MULTILINE)
+# Matched without regard to case or spaces around the slash ("Driver/Library version mismatch" is seen too).
+_NVML_MISMATCH = re.compile(r"Driver\s*/\s*library version mismatch", re.IGNORECASE)
 # nvidia-smi -L:  GPU 0: Quadro RTX 4000 (UUID: GPU-c7b57be0-94ff-d352-a59b-d0ee00aeed43)
 _GPU_LIST_LINE = re.compile(r"^GPU (?P<index>\d+): (?P<name>.*?) \(UUID: (?P<uuid>[^)]+)\)\s*$")
 # nvcc --version:  Cuda compilation tools, release 12.4, V12.4.99
@@ -99,7 +101,7 @@ def parse_nvml_error(text):
     match = _NVML_LIBRARY_VERSION.search(text)
     return {
         "error": lines[0] if lines else "",
-        "mismatch": NVML_MISMATCH in text,
+        "mismatch": bool(_NVML_MISMATCH.search(text)),
         "nvml_library_version": match.group("version") if match else None,
     }
 
@@ -153,3 +155,29 @@ def compare_driver_versions(kernel_module_version, userspace_version, nvml_libra
                        "installed, and NVML fails with 'Driver/library version mismatch' when it is loaded"
                        % (kernel_module_version, ", ".join(others)))
     return True, "host kernel module %s, container userspace %s: match" % (kernel_module_version, kernel_module_version)
+
+
+def describe_nvml_mismatch(kernel_module_version, nvml_library_version, nvml_library_versions=()):
+    """The message for nvidia-smi's "Driver/library version mismatch": both versions side by side, and what to do.
+
+    ``nvml_library_version`` is what nvidia-smi printed after the error (``"NVML library version: 570.124"``, only
+    major.minor; None when it printed only the error line); ``nvml_library_versions`` the versions of the
+    ``libnvidia-ml.so.<version>`` files found on disk (none means the loaded library lies elsewhere).
+    """
+    quoted = "'Failed to initialize NVML: %s'" % NVML_MISMATCH
+    if nvml_library_version is None:
+        userspace = "container userspace: another version (nvidia-smi printed no NVML library version)"
+    elif (kernel_module_version or "").startswith(nvml_library_version + "."):
+        userspace = ("container userspace NVML library %s (nvidia-smi prints major.minor only, so another patch level "
+                     "or build of %s)" % (nvml_library_version, nvml_library_version))
+    else:
+        userspace = "container userspace NVML library %s" % nvml_library_version
+    message = "host kernel module %s, %s: nvidia-smi fails with %s" % (kernel_module_version, userspace, quoted)
+    others = sorted({v for v in nvml_library_versions if v != kernel_module_version}, key=version_key)
+    if others:
+        message += "; libnvidia-ml %s is installed" % ", ".join(others)
+    elif not nvml_library_versions:
+        message += ("; no libnvidia-ml.so.<version> is in the library directories searched, so the loaded one lies "
+                    "elsewhere ('ldconfig -p | grep libnvidia-ml' shows it)")
+    message += "; install the userspace driver %s to match the host kernel module" % kernel_module_version
+    return message

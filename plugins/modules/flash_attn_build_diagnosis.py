@@ -12,13 +12,23 @@ description:
     cgroup's OOM counters, and says which of two things happened, quoting the decisive line.
   - >-
     C(oom) - the OOM killer stopped cicc/cc1plus/ptxas (C(Killed signal terminated program cc1plus),
-    C(nvcc error : 'cicc' died due to signal 9), a bare C(Killed), exit 137, a kernel
-    C(Out of memory: Killed process N (cicc\)) line, or a non-zero C(oom_kill) counter). Lower C(max_jobs).
+    C(nvcc error : 'cicc' died due to signal 9), a bare C(Killed), exit 137 in any of its spellings
+    (C(FAILED: [code=137]), C(Error 137), C(returned a non-zero code: 137)), Docker BuildKit's
+    C(ResourceExhausted: ... cannot allocate memory), the CUDA front end's C(catastrophic error: out of memory), a
+    kernel C(Out of memory: Killed process N (cicc\)) line, or a non-zero C(oom_kill) counter). Lower C(max_jobs).
+  - >-
+    Lines are read as real logs print them - behind BuildKit's C(#12 5057.8), a timestamp, a C(DEBUG) level, a
+    C([build]) tag, a C(>) quote or indentation - and a C(Killed) whose newline was lost (glued to a progress bar,
+    or in a log pasted flattened onto one line) still counts.
   - >-
     C(incompatible) - a real CUDA/compiler incompatibility (C(unsupported GNU version), C(#error C++20 or later
     compatible compiler is required to use ATen), C(The detected CUDA version ... mismatches ...),
     C(Unsupported gpu architecture), C(undefined symbol), a compile error in the sources). Fewer jobs will not help.
-  - C(unknown) - neither was found; the message names the last failure line and what evidence was missing.
+  - >-
+    C(unknown) - neither was found; the message names the last failure line and what to collect to tell an OOM
+    kill apart - the kernel log (C(dmesg) or C(journalctl -k), for C(oom-kill) lines) and the build cgroup's
+    memory counters (C(memory.events), or C(memory.oom_control), C(memory.max_usage_in_bytes) and C(memory.failcnt)
+    on cgroup v1) - leaving out what was given.
   - The earliest decisive line in the build log wins, because what ninja prints after its first failed job is partly
     collateral. Kernel and cgroup evidence decides only when the build log has no decisive line of its own, because dmesg spans
     the whole uptime and the cgroup counters the cgroup's whole life, so on their own they may describe an earlier build.

@@ -12,8 +12,12 @@ description:
   - Sends O(num_samples) chat completions to an OpenAI-compatible endpoint (SGLang's C(/v1/chat/completions)) with
     the sampling parameters of the chosen O(mode) from the Qwen3.6 model card, or with O(sampling) overriding them.
   - Measures degeneration in each response, separately for C(reasoning_content) and C(content) when present, with
-    the longest back-to-back repeated n-gram run, distinct-1/2/3 and the zlib compression ratio, with the thresholds
-    documented in the collection's C(degeneration) module_utils.
+    the longest back-to-back repeated n-gram run (from a repeated word up to a repeated paragraph), distinct-1/2/3
+    of the words and the zlib compression ratio, with the thresholds documented in the collection's
+    C(degeneration) module_utils.
+  - Chinese and Japanese text is read one character per token (it has no spaces), and ruler lines (C(-----),
+    C(=====), C(***), markdown table separators, box drawing) count as markup, so that healthy markdown is not
+    called a loop and a paragraph repeated in CJK text is.
   - Returns per-sample metrics, RV(degenerate), the sampling actually sent, and a RV(diagnosis) that combines the
     verdict with the speculative-decoding stats from P(llmops.serving.spec_decode_stats#module) when O(spec_stats) is
     given. A repetition loop while acceptance is near 1.0 is a sampling loop (the draft head predicts the loop), not an
@@ -153,7 +157,8 @@ degenerate_samples:
 samples:
   description:
     - One entry per request, with index, prompt, finish_reason, completion_tokens, degenerate, reasons, and the metrics of
-      C(content) and C(reasoning_content) (null when the response has none) with a short preview of each.
+      C(content) and C(reasoning_content) (null when the response has none) with a short preview of each; C(tokens)
+      counts all tokens, C(word_tokens) those distinct-n is computed on (words, without punctuation and markup).
   returned: always
   type: list
   elements: dict
@@ -220,7 +225,8 @@ DEFAULT_PROMPTS = [
 ]
 PREVIEW_CHARS = 160
 MAX_ERROR_BODY_CHARS = 500
-METRIC_KEYS = ("tokens", "bytes", "longest_run", "distinct_1", "distinct_2", "distinct_3", "compression_ratio", "degenerate", "reasons")
+METRIC_KEYS = ("tokens", "word_tokens", "bytes", "longest_run", "distinct_1", "distinct_2", "distinct_3", "compression_ratio",
+               "degenerate", "reasons")
 
 
 class ProbeError(Exception):

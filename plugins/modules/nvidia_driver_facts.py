@@ -17,6 +17,10 @@ description:
   - Counts the GPUs with C(nvidia-smi -L).
   - "Compares both versions. Any difference, even in the patch level, makes every NVML and CUDA call fail with
     C(Failed to initialize NVML: Driver/library version mismatch); RV(message) names both versions side by side."
+  - "When nvidia-smi reports that mismatch and no C(libnvidia-ml.so.<version>) lies in O(library_dirs), RV(message)
+    names the mismatch, the kernel module version and the version from nvidia-smi's C(NVML library version:) line
+    (major.minor only; some drivers print only the error line). RV(userspace_version) stays null then, because the
+    full version is not known."
   - Optionally reports the CUDA release of an C(nvcc) (O(nvcc)).
   - Never fails because something is missing (no kernel module, no nvidia-smi); it returns null for what it could
     not read. It fails only when a file or a program answers in a format it does not know.
@@ -126,6 +130,10 @@ nvidia_smi:
       description: First line nvidia-smi printed when it failed, else null.
       type: str
       sample: "Failed to initialize NVML: Driver/library version mismatch"
+    mismatch:
+      description: Whether nvidia-smi failed with C(Driver/library version mismatch) (NVML and the kernel module differ).
+      type: bool
+      sample: true
     nvml_library_version:
       description: The C(NVML library version) nvidia-smi printed on a mismatch (major.minor only), else null.
       type: str
@@ -149,7 +157,9 @@ match:
   type: bool
   sample: true
 message:
-  description: One sentence with both versions side by side and, on a mismatch, what it breaks.
+  description: >-
+    One sentence with both versions side by side and, on a mismatch, what it breaks; when nvidia-smi reports a
+    mismatch, the kernel module version and the NVML library version it printed.
   returned: always
   type: str
   sample: >-
@@ -169,6 +179,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils.nvidia_versions import (
     VersionParseError,
     compare_driver_versions,
+    describe_nvml_mismatch,
     nvml_library_version_from_filename,
     parse_driver_version_query,
     parse_gpu_list,
@@ -206,7 +217,8 @@ def find_nvml_library_versions(library_dirs):
 def query_nvidia_smi(module, program):
     """Ask nvidia-smi for the driver version and the GPU list; never fails on a missing or failing nvidia-smi."""
     path = program if os.path.sep in program else module.get_bin_path(program)
-    result = {"path": None, "rc": None, "error": None, "nvml_library_version": None, "versions": None, "gpus": None}
+    result = {"path": None, "rc": None, "error": None, "mismatch": False, "nvml_library_version": None, "versions": None,
+              "gpus": None}
     if not path or not os.path.exists(path):
         return result
     result["path"] = path
@@ -215,6 +227,7 @@ def query_nvidia_smi(module, program):
     if rc != 0:
         failure = parse_nvml_error(out + "\n" + err)
         result["error"] = failure["error"] or "nvidia-smi exited with %d and printed nothing" % rc
+        result["mismatch"] = failure["mismatch"]
         result["nvml_library_version"] = failure["nvml_library_version"]
         return result
     result["versions"] = parse_driver_version_query(out)
@@ -245,10 +258,13 @@ def run(module):
     match, message = compare_driver_versions(kernel_version, userspace_version, library_versions)
     if userspace_version is None and len(library_versions) > 1:
         message = ("host kernel module %s, container userspace: several libnvidia-ml versions (%s) and nvidia-smi "
-                   "does not answer (%s)" % (kernel_version, ", ".join(library_versions), smi["error"]))
+                   "does not answer (%s)" % (kernel_version, ", ".join(library_versions), _smi_failure(smi)))
+    elif smi["mismatch"] and kernel_version is not None and userspace_version is None:
+        # No versioned libnvidia-ml where we looked: nvidia-smi's own report is the evidence; name it, not "not installed".
+        message = describe_nvml_mismatch(kernel_version, smi["nvml_library_version"], library_versions)
     elif match and smi["error"]:
         match = False
-        message = "%s, but nvidia-smi fails: %s" % (message.rsplit(":", 1)[0], smi["error"])
+        message = "%s, but nvidia-smi fails: %s" % (message.rsplit(":", 1)[0], _smi_failure(smi))
 
     nvcc = None
     if params["nvcc"]:
@@ -263,13 +279,20 @@ def run(module):
         "userspace_version": userspace_version,
         "userspace_version_source": source,
         "nvml_library_versions": library_versions,
-        "nvidia_smi": {key: smi[key] for key in ("path", "rc", "error", "nvml_library_version")},
+        "nvidia_smi": {key: smi[key] for key in ("path", "rc", "error", "mismatch", "nvml_library_version")},
         "gpu_count": len(gpus) if gpus is not None else None,
         "gpus": gpus or [],
         "match": match,
         "message": message,
         "nvcc": nvcc,
     }
+
+
+def _smi_failure(smi):
+    """nvidia-smi's error, with the NVML library version it printed (the library it really loaded) when it did."""
+    if smi["nvml_library_version"]:
+        return "%s (NVML library version %s)" % (smi["error"], smi["nvml_library_version"])
+    return smi["error"]
 
 
 def read_nvcc(module, path):

@@ -393,3 +393,250 @@ def test_empty_log():
     verdict = bf.classify_build_failure("")
     assert verdict["cause"] == bf.CAUSE_UNKNOWN
     assert verdict["decisive_line"] is None
+
+
+# =========================================================================== issue #13: OOM as real logs print it
+#
+# Each sample below is NEW (not one of the samples above), copied verbatim from the public thread named next to it;
+# where our copy of a thread ends mid-line, the comment says so. The two inputs marked CONSTRUCTED are built from
+# verbatim lines and say how. On the code before issue #13 every OOM sample here came back "unknown".
+
+# https://github.com/ggml-org/llama.cpp/issues/13375 - a CUDA build run from VS Code's CMake Tools, which puts
+# "[build] " in front of every line.
+LLAMA_CPP_VSCODE_KILLED = "".join([
+    "[build] Killed\n",
+    "[build] [27/230] Building CUDA object ggml/src/ggml-cuda/CMakeFiles/ggml-cuda.dir/template-instances/"
+    "fattn-mma-f16-instance-ncols1_2-ncols2_4.cu.o\n",
+])
+# The same thread, the next line; our copy of the thread ends mid-path here.
+LLAMA_CPP_NINJA_CODE_137 = "[build] FAILED: [code=137] ggml/src/ggml-cuda/CMakeF\n"
+
+# https://github.com/pytorch/pytorch/issues/1022 - pip OOM-killed; the progress bar ends with "\r", so the shell's
+# "Killed" is glued to the end of the line. With the thread's dmesg, in the older "Kill process" wording.
+PYTORCH_PIP_KILLED_AFTER_PROGRESS_BAR = (
+    "    99% |████████████████████████████████| 360.3MB 32.1MB/s eta 0:00:01Killed\n")
+PYTORCH_PIP_DMESG = "".join([
+    "[326093.958653] Out of memory: Kill process 14093 (pip) score 452 or sacrifice child\n",
+    "[326093.958669] Killed process 14093 (pip) total-vm:5029612kB, anon-rss:4217296kB, file-rss:4kB\n",
+])
+
+# https://github.com/microsoft/SynapseVSCode/issues/54 - BuildKit's verdict when a RUN step runs out of memory.
+SYNAPSE_BUILDKIT_RESOURCE_EXHAUSTED = (
+    'ERROR: failed to solve: ResourceExhausted: process "/bin/sh -c conda install -c conda-forge '
+    'pyspark==$SPARK_VERSION" did not complete successfully: cannot allocate memory\n')
+
+# https://github.com/simstudioai/sim/issues/1360 - docker build on a 16 GB Mac: the step is SIGKILLed, then
+# BuildKit's ResourceExhausted verdict (legacy-style "99.66 " elapsed-time prefixes).
+SIM_BUILDKIT_SIGKILL_THEN_RESOURCE_EXHAUSTED = "".join([
+    '99.66 docs:build: error: script "build" was terminated by signal SIGKILL (Forced quit)\n',
+    '100.1 sim:build: error: script "build" exited with code 130\n',
+    "100.2   x Internal errors encountered: external process killed a task\n",
+    "100.2 \n",
+    '100.3 error: script "build" exited with code 1\n',
+    "------\n",
+    "app.Dockerfile:46\n",
+    "\n",
+    "--------------------\n",
+    "\n",
+    "  44 |     \n",
+    "\n",
+    "  45 |     WORKDIR /app\n",
+    "\n",
+    "  46 | >>> RUN bun run build\n",
+    "\n",
+    "  47 |     \n",
+    "\n",
+    "  48 |     # ========================================\n",
+    "\n",
+    "--------------------\n",
+    "\n",
+    'target simstudio: failed to solve: ResourceExhausted: process "/bin/sh -c bun run build" did not complete '
+    "successfully: cannot allocate memory\n",
+])
+
+# https://github.com/vllm-project/vllm/issues/2175 - vLLM's CUDA extension built with BuildKit: the CUDA front end
+# itself reports the allocation failure (the maintainer asks about CPU memory in the same thread).
+VLLM_BUILDKIT_CATASTROPHIC_OOM = "".join([
+    "#26 98.16 /usr/local/lib/python3.10/dist-packages/torch/include/c10/util/StringUtil.h(68): catastrophic error: "
+    "out of memory\n",
+    "#26 98.16     return _str(_str(ss, t), args...);\n",
+    "#26 98.16            ^\n",
+    "#26 98.16           detected during:\n",
+])
+
+# https://github.com/huggingface/transfer-learning-conv-ai/issues/66 - the legacy docker builder's exit-137 line.
+LEGACY_DOCKER_BUILD_CODE_137 = (
+    "The command '/bin/sh -c pip3 install -r /tmp/requirements.txt' returned a non-zero code: 137\n")
+
+# https://github.com/parthenon-hpc-lab/parthenon/pull/1162 - make's report of a SIGKILLed compiler (the PR says the
+# compiler was OOM killed); the line after the thread's "Killed".
+PARTHENON_MAKE_ERROR_137 = ("\tgmake[2]: *** [vtkm/filter/flow/CMakeFiles/vtkm_filter_flow.dir/build.make:163: "
+                            "vtkm/filter/flow/CMakeFiles/vtkm_filter_flow.dir/FilterParticleAdvectionUnsteadyState."
+                            "cxx.o] Error 137\n")
+
+# https://github.com/wulabing/V2Ray_ws-tls_bash_onekey/issues/6 - gcc in a zh_CN locale on a small VPS.
+GCC_ZH_CN_KILLED = "".join([
+    "{standard input}: Assembler messages:\n",
+    "{standard input}:24108: 警告：end of file not at end of a line; newline inserted\n",
+    "{standard input}:24109: 错误：expected symbol name\n",
+    "{standard input}: 错误：open CFI at the end of file; missing .cfi_endproc directive\n",
+    "gcc: 致命错误：已杀死 signal terminated program cc1\n",
+    "编译中断。\n",
+    "make: *** [Makefile:390：src/jemalloc.sym.o] 错误 1\n",
+    "make: *** 正在等待未完成的任务....\n",
+])
+
+# https://github.com/mistralai/mistral-inference/issues/99 - BuildKit "#10 4604.5 " prefix and pip's indentation
+# in front of a bare "Killed" (this form already worked; kept so that it keeps working).
+MISTRAL_BUILDKIT_KILLED = "".join([
+    "#10 4604.5   Killed\n",
+    "#10 4773.3   [6/10] /usr/local/cuda/bin/nvcc  -I/tmp/pip-bu\n",
+])
+
+# CONSTRUCTED: the lorax#252 lines above joined with spaces instead of newlines, as a log looks when it is pasted
+# into a form that drops newlines.
+LORAX_FLATTENED = " ".join(LORAX_FLASH_ATTENTION_V2_KILLED.splitlines())
+# CONSTRUCTED: the "DEBUG " level prefix a verbose installer writes in front of a build backend's output lines.
+DEBUG_PREFIXED_KILLED = "DEBUG [3/49] /opt/conda/bin/nvcc ...\nDEBUG Killed\nDEBUG ninja: build stopped: subcommand failed.\n"
+
+# --------------------------------------------------------------------------- real incompatibilities, new samples
+
+# https://github.com/cresset-template/cresset/issues/13 - PyTorch's NCCL built with BuildKit for an architecture the
+# toolkit does not know; make's "Error 1" lines follow.
+CRESSET_BUILDKIT_UNSUPPORTED_ARCH = "".join([
+    "#24 23.05 make[2]: Entering directory '/opt/pytorch/third_party/nccl/nccl/src/collectives/device'\n",
+    "#24 23.05 Generating rules                               > /opt/pytorch/build/nccl/obj/collectives/device/"
+    "Makefile.rules\n",
+    "#24 23.05 nvcc fatal   : Unsupported gpu architecture 'compute_80'\n",
+    "#24 23.05 nvcc fatal   : Unsupported gpu architecture 'compute_80'\n",
+    "#24 23.05 Makefile:52: recipe for target '/opt/pytorch/build/nccl/obj/collectives/device/sendrecv.dep' failed\n",
+    "#24 23.05 make[2]: *** [/opt/pytorch/build/nccl/obj/collectives/device/sendrecv.dep] Error 1\n",
+    "#24 23.05 make[2]: *** Waiting for unfinished jobs....\n",
+])
+
+# https://github.com/NVlabs/FoundationPose/issues/19 - pip-indented ninja output, the next job's "[7/38]" after it.
+FOUNDATIONPOSE_UNSUPPORTED_ARCH = "".join([
+    "    nvcc fatal   : Unsupported gpu architecture 'compute_89'\n",
+    "    [7/38] /usr/local/cuda/bin/nvcc  -DWITH_CUDA -DTHRUST_IGNORE_CUB_VERSION_CHECK -I/opt/conda/envs/my/lib/"
+    "python3.8/site-packages/torch/include\n",
+])
+
+# --------------------------------------------------------------------------- no evidence, new samples
+
+# https://github.com/container2wasm/container2wasm/issues/280 - "cannot allocate memory" from creating a veth pair,
+# not from a process running out of memory: no ResourceExhausted, so not an OOM verdict.
+C2W_VETH_CANNOT_ALLOCATE = (
+    'ERROR: failed to solve: process "/bin/sh -c apt-get update && apt-get install -y build-essential" did not '
+    "complete successfully: failed to create endpoint vh6aabslshu1ylmqye2xv1xk8 on network bridge: failed to add the "
+    "host (veth29ccddf) <=> sandbox (veth73bd838) pair interfaces: cannot allocate memory\n")
+
+# https://github.com/NVlabs/tiny-cuda-nn/issues/384 - a traceback pasted with its newlines lost, and no kill in it.
+TCNN_FLATTENED_TRACEBACK = (
+    'nvs/h2mapping/lib/python3.8/site-packages/setuptools/dist.py", line 989, in run_command '
+    'super().run_command(command) File "/home/robot/anaconda3/envs/h2mapping/lib/python3.8/site-packages/setuptools/'
+    '_distutils/dist.py", line 988, in run_command cmd_obj.run() File "/home/robot/anaconda3/envs/h2mapping/lib/'
+    'python3.8/site-packages/setuptools/command/build_ext.py", line 88, in run _build_ext.run(self)\n')
+
+
+@pytest.mark.parametrize("log, decisive", [
+    (LLAMA_CPP_VSCODE_KILLED, "[build] Killed"),
+    (LLAMA_CPP_NINJA_CODE_137, "[build] FAILED: [code=137] ggml/src/ggml-cuda/CMakeF"),
+    (PYTORCH_PIP_KILLED_AFTER_PROGRESS_BAR, PYTORCH_PIP_KILLED_AFTER_PROGRESS_BAR.strip()),
+    (SYNAPSE_BUILDKIT_RESOURCE_EXHAUSTED, SYNAPSE_BUILDKIT_RESOURCE_EXHAUSTED.strip()),
+    (SIM_BUILDKIT_SIGKILL_THEN_RESOURCE_EXHAUSTED,
+     '99.66 docs:build: error: script "build" was terminated by signal SIGKILL (Forced quit)'),
+    (VLLM_BUILDKIT_CATASTROPHIC_OOM, VLLM_BUILDKIT_CATASTROPHIC_OOM.splitlines()[0]),
+    (LEGACY_DOCKER_BUILD_CODE_137, LEGACY_DOCKER_BUILD_CODE_137.strip()),
+    (PARTHENON_MAKE_ERROR_137, PARTHENON_MAKE_ERROR_137.strip()),
+    (GCC_ZH_CN_KILLED, "gcc: 致命错误：已杀死 signal terminated program cc1"),
+    (DEBUG_PREFIXED_KILLED, "DEBUG Killed"),
+], ids=["llama.cpp-13375-vscode-prefix", "llama.cpp-13375-ninja-code-137", "pytorch-1022-glued-to-progress-bar",
+        "synapse-54-resource-exhausted", "sim-1360-sigkill", "vllm-2175-catastrophic-oom", "transfer-learning-66-137",
+        "parthenon-1162-make-error-137", "v2ray-6-gcc-zh-cn", "constructed-debug"])
+def test_oom_as_real_logs_print_it(log, decisive):
+    verdict = bf.classify_build_failure(log)
+    assert verdict["cause"] == bf.CAUSE_OOM, verdict["message"]
+    assert verdict["decisive_line"] == decisive
+    assert verdict["message"].startswith(bf.OOM_MESSAGE + ": " + decisive)
+
+
+def test_flattened_log_is_oom_and_the_message_quotes_the_part_around_the_kill():
+    verdict = bf.classify_build_failure(LORAX_FLATTENED)
+    assert verdict["cause"] == bf.CAUSE_OOM
+    assert verdict["decisive_line"] == LORAX_FLATTENED.strip()
+    assert "-D_GLIBCXX_USE_CXX11_ABI=0 Killed [3/49] /opt/conda/bin/nvcc" in verdict["message"]
+    assert "(the shell reports a child killed by SIGKILL (its newline was lost))" in verdict["message"]
+    assert len(verdict["message"]) < len(LORAX_FLATTENED)
+
+
+def test_buildkit_prefixed_killed_keeps_working():
+    verdict = bf.classify_build_failure(MISTRAL_BUILDKIT_KILLED)
+    assert (verdict["cause"], verdict["decisive_line"]) == (bf.CAUSE_OOM, "#10 4604.5   Killed")
+
+
+def test_glued_killed_confirmed_by_the_old_kernel_wording():
+    verdict = bf.classify_build_failure(PYTORCH_PIP_KILLED_AFTER_PROGRESS_BAR, kernel_log=PYTORCH_PIP_DMESG)
+    assert verdict["cause"] == bf.CAUSE_OOM
+    assert "the kernel log confirms it: [326093.958653] Out of memory: Kill process 14093 (pip)" in verdict["message"]
+    # The "Killed process" line of the same kill is not reported twice, and is no build-log "Killed" either.
+    assert [e["source"] for e in verdict["evidence"]] == ["build_log", "kernel_log"]
+
+
+@pytest.mark.parametrize("line", [
+    "Killed process 5 is not a line of a build log",
+    "[326093.958669] Killed process 14093 (pip) total-vm:5029612kB, anon-rss:4217296kB, file-rss:4kB",
+    "nvcc error   : 'ptxas' died due to signal 11 (Invalid memory reference)",
+    "c++: fatal error: Segmentation fault signal terminated program cc1plus",
+    "#24 23.05 make[2]: *** [/opt/pytorch/build/nccl/obj/collectives/device/sendrecv.dep] Error 1",
+    "ninja: build stopped: subcommand failed.",
+])
+def test_lines_that_are_not_an_oom_kill(line):
+    """A kernel "Killed process" line, another signal, another exit code: none of them is an OOM verdict."""
+    assert [f["kind"] for f in bf.scan_build_log(line)] in ([], ["incompatible"])
+
+
+@pytest.mark.parametrize("log, decisive, label_part", [
+    (CRESSET_BUILDKIT_UNSUPPORTED_ARCH, "#24 23.05 nvcc fatal   : Unsupported gpu architecture 'compute_80'",
+     "does not know a requested GPU architecture"),
+    (FOUNDATIONPOSE_UNSUPPORTED_ARCH, "nvcc fatal   : Unsupported gpu architecture 'compute_89'",
+     "does not know a requested GPU architecture"),
+], ids=["cresset-13-buildkit", "foundationpose-19-pip-indented"])
+def test_prefixed_incompatibility_is_not_called_oom(log, decisive, label_part):
+    verdict = bf.classify_build_failure(log)
+    assert verdict["cause"] == bf.CAUSE_INCOMPATIBLE
+    assert verdict["decisive_line"] == decisive
+    assert label_part in verdict["message"]
+    assert not any(e["kind"] == "oom" for e in verdict["evidence"])
+
+
+@pytest.mark.parametrize("log", [C2W_VETH_CANNOT_ALLOCATE, TCNN_FLATTENED_TRACEBACK],
+                         ids=["c2w-280-veth-enomem", "tcnn-384-flattened-traceback"])
+def test_no_evidence_stays_unknown_and_says_what_to_collect(log):
+    verdict = bf.classify_build_failure(log)
+    assert verdict["cause"] == bf.CAUSE_UNKNOWN
+    message = verdict["message"]
+    assert "'dmesg' or 'journalctl -k'" in message and "'oom-kill:'" in message
+    for counter in ("memory.events", "memory.oom_control", "memory.max_usage_in_bytes", "memory.failcnt"):
+        assert counter in message
+
+
+def test_unknown_asks_only_for_what_was_not_given():
+    verdict = bf.classify_build_failure(C2W_VETH_CANNOT_ALLOCATE, kernel_log=NETDATA_MEMCG_KILL)
+    assert verdict["cause"] == bf.CAUSE_UNKNOWN
+    assert verdict["decisive_line"] == C2W_VETH_CANNOT_ALLOCATE.strip()
+    assert "journalctl -k" not in verdict["message"]
+    assert "memory.max_usage_in_bytes" in verdict["message"]
+    verdict = bf.classify_build_failure(C2W_VETH_CANNOT_ALLOCATE, kernel_log="", cgroup_events=OOM_CONTROL_NO_KILLS)
+    assert "to tell an OOM kill apart" not in verdict["message"]
+
+
+@pytest.mark.parametrize("line, bare", [
+    ("#10 4604.5   Killed", "Killed"),
+    ("[build] FAILED: [code=137] x.o", "FAILED: [code=137] x.o"),
+    ("2024-05-01T12:00:00.1234567Z #5 12.3 DEBUG Killed", "Killed"),
+    ("\x1b[0m#12 5057.8 Killed", "Killed"),
+    ("> The detected CUDA version (12.9) mismatches", "The detected CUDA version (12.9) mismatches"),
+    ("[3/49] /opt/conda/bin/nvcc", "[3/49] /opt/conda/bin/nvcc"),
+])
+def test_strip_line_prefix(line, bare):
+    assert bf.strip_line_prefix(line) == bare

@@ -6,6 +6,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import degeneration
@@ -106,12 +109,128 @@ class TestVerdict:
         assert metrics["degenerate"] is True
 
     def test_long_period_loop_caught_by_distinct_and_compression(self):
-        # A 150-token paragraph (longer than MAX_NGRAM) repeated: the run metric cannot see it, the others do.
-        paragraph = " ".join("w%d" % index for index in range(150)) + ". "
+        # A paragraph longer than MAX_NGRAM tokens repeated: the run metric cannot see it, the others do.
+        paragraph = " ".join("w%d" % index for index in range(degeneration.MAX_NGRAM + 100)) + ". "
         metrics = degeneration.measure(paragraph * 6)
         assert metrics["longest_run"]["repeats"] < degeneration.MIN_REPEATS
         assert metrics["degenerate"] is True
         assert any("compresses" in reason for reason in metrics["reasons"])
+
+
+# =========================================================================== issue #13: real text, both ways
+#
+# Verbatim public samples (excerpts where said), one file each under data/degeneration/, the source next to each
+# name. On the code before issue #13 every HEALTHY sample below was called a loop, and the Qwen#277 prefix and the
+# vLLM#13952 block loop were called healthy; the other loops were already caught and must stay caught.
+DATA = Path(__file__).parent / "data" / "degeneration"
+
+
+def sample(name):
+    return (DATA / name).read_text(encoding="utf-8")
+
+
+HEALTHY_WITH_RULERS = {
+    # https://github.com/python/cpython/blob/000593c0f97ac9b75b56064a957b84a3aaa60674/README.rst - its first 45
+    # lines: reStructuredText headings underlined with 12 to 29 "=" and "-".
+    "cpython-readme-3.7.13-excerpt.rst": "the token '='",
+    # https://github.com/gosoon/source-code-reading-notes/blob/c305ef8ccf8b03eb14c11a8480371893d1b30c5f/
+    # node_modules/commonmark/bench.md - commonmark.js' benchmark table (a vendored copy), its table lines: a
+    # "|---...|---------:|" separator and 26 rows of numbers between pipes.
+    "commonmark-bench-table.md": "distinct-2",
+    # https://github.com/Morizeyao/GPT2-Chinese/issues/175 - a Chinese GPT-2's sample as generate.py prints it:
+    # 40 "=" either side of "SAMPLE 1", then the sample's first paragraph (excerpt).
+    "gpt2-chinese-175-sample.txt": "the token '='",
+    # https://github.com/microsoft/foundry-local/issues/896 - a model chat CLI's screen (excerpt): a 142-character
+    # "─" ruler and a box-drawn table of commands.
+    "foundry-local-896-help.txt": "the token '─'",
+}
+
+CJK_LOOPS = {
+    # https://github.com/vllm-project/vllm/issues/13952 - Llama-3.1-8B answering in Traditional Chinese, then
+    # writing its own chat template again: a 121-character block twice, the third copy cut by max_tokens=256.
+    "vllm-13952-template-loop.txt": 2,
+    # https://github.com/QwenLM/Qwen/issues/277 - Qwen: a two-sentence paragraph four times, the fifth cut off.
+    "qwen-277-paragraph-loop.txt": 4,
+    # https://github.com/datawhalechina/self-llm/issues/237 - one sentence 16 times, no spaces at all.
+    "self-llm-237-sentence-loop.txt": 15,
+    # https://github.com/QwenLM/Qwen3/issues/540 - Qwen2-1.5B: a healthy start, then one sentence six more times.
+    "qwen3-540-sentence-loop.txt": 6,
+}
+
+
+def qwen_277_first_three_copies():
+    """The first three copies of the Qwen#277 paragraph: a verbatim prefix of that output, i.e. what the probe
+    reads when max_tokens cuts the same loop after its third copy."""
+    text = sample("qwen-277-paragraph-loop.txt")
+    copy_ends = [match.end() for match in re.finditer("居民才能结束冥想。", text)]
+    return text[:copy_ends[2]]
+
+
+class TestRealText:
+    @pytest.mark.parametrize("name", sorted(HEALTHY_WITH_RULERS))
+    def test_healthy_markup_with_rulers_is_not_a_loop(self, name):
+        metrics = degeneration.measure(sample(name))
+        assert metrics["degenerate"] is False, metrics["reasons"]
+
+    @pytest.mark.parametrize("name", sorted(CJK_LOOPS))
+    def test_cjk_loops_are_loops(self, name):
+        metrics = degeneration.measure(sample(name))
+        assert metrics["degenerate"] is True
+        assert metrics["longest_run"]["repeats"] == CJK_LOOPS[name]
+        assert metrics["longest_run"]["n"] >= 16
+        assert "repeats %d times in a row" % CJK_LOOPS[name] in metrics["reasons"][0]
+
+    def test_a_paragraph_three_times_is_a_loop(self):
+        text = qwen_277_first_three_copies()
+        assert text.count("瞭望塔的内部有一个巨大的圆形空间") == 3
+        metrics = degeneration.measure(text)
+        assert metrics["degenerate"] is True
+        assert (metrics["longest_run"]["repeats"], metrics["longest_run"]["fraction"]) == (3, 1.0)
+        assert metrics["reasons"][0].startswith("the 99-token sequence '瞭望塔的外部看起来像一座高大的塔楼，但内部")
+
+    def test_one_copy_of_the_paragraph_is_healthy(self):
+        text = qwen_277_first_three_copies()
+        assert degeneration.measure(text[:len(text) // 3])["degenerate"] is False
+
+    def test_the_incident_loop_stays_a_sampling_loop(self):
+        metrics = degeneration.measure(INCIDENT_LOOP)
+        assert degeneration.diagnose(metrics["degenerate"], STATS_HIGH)["verdict"] == degeneration.VERDICT_SAMPLING_LOOP
+
+
+class TestTokens:
+    def test_cjk_is_one_token_per_character(self):
+        assert degeneration.tokenize("臣妾是甄嬛，家父") == ["臣", "妾", "是", "甄", "嬛", "，", "家", "父"]
+        assert degeneration.tokenize("Qwen3 模型") == ["qwen3", "模", "型"]
+
+    def test_ruler_lines_are_one_token(self):
+        text = "Title\n=====\n| a | b |\n|---|:---:|\n+-----+\n╭────┬────╮\n- item"
+        assert degeneration.tokenize(text) == [
+            "title", "<rule>", "|", "a", "|", "b", "|", "<rule>", "<rule>", "<rule>", "-", "item"]
+
+    def test_a_run_of_one_ruler_character_in_a_line_is_one_token(self):
+        assert degeneration.tokenize("SAMPLE ===== 1 -- x") == ["sample", "=====", "1", "-", "-", "x"]
+
+    def test_a_very_long_run_still_loops(self):
+        """CONSTRUCTED: a model stuck emitting dashes (no word in the line, longer than a ruler)."""
+        metrics = degeneration.measure("-" * 2000)
+        assert degeneration.tokenize("-" * 2000) == ["-" * 80] * 25
+        assert metrics["degenerate"] is True
+        assert "the token" in metrics["reasons"][0] and "repeats 25 times" in metrics["reasons"][0]
+
+    def test_punctuation_loops_are_not_rulers(self):
+        """CONSTRUCTED: "!" is no ruler character, and 600 bytes of one character compress whatever the tokens."""
+        assert degeneration.measure("Great" + "!" * 30)["degenerate"] is True
+        one_token = degeneration.measure("=" * 600 + "\n")
+        assert one_token["tokens"] < degeneration.MIN_TOKENS
+        assert one_token["degenerate"] is True and "compresses" in one_token["reasons"][0]
+
+    def test_distinct_n_counts_words_only(self):
+        metrics = degeneration.measure(sample("commonmark-bench-table.md"))
+        assert metrics["word_tokens"] < metrics["tokens"]
+        assert metrics["distinct_2"] > degeneration.MAX_DISTINCT_2
+
+    def test_join_tokens(self):
+        assert degeneration.join_tokens(["臣", "妾", "，", "the", "user", "'", "s"]) == "臣妾，the user ' s"
 
 
 STATS_HIGH = {"decode_lines": 10, "accept_length": {"mean": 3.9}, "acceptance_rate": {"mean": 0.9667, "num_draft_tokens": 4}}

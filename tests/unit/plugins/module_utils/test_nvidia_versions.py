@@ -195,3 +195,72 @@ def test_compare_nothing_installed_and_no_module():
         False, "host kernel module 580.95.05, container userspace: not installed")
     match, message = nv.compare_driver_versions(None, "580.95.05", ["580.95.05"])
     assert match is False and "no NVIDIA kernel module" in message
+
+
+# =========================================================================== issue #13: the mismatch, as reported
+#
+# NEW verbatim samples (not the two above), nvidia-smi's output and, where the thread has it, the kernel module's
+# /proc/driver/nvidia/version. On the code before issue #13 the case-variant sample was not a mismatch, and a
+# mismatch without a versioned libnvidia-ml on disk read "container userspace: not installed".
+
+# https://github.com/zzzhouuu/truenas-nvidia-drivers/issues/19 - TrueNAS, userspace 580.178.x over module 580.173.02.
+SMI_MISMATCH_580 = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.178\n"
+PROC_580_173 = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.173.02  Tue Jun 23 08:38:17 UTC 2026\n"
+                "GCC version:  gcc version 14.2.0 (Ubuntu 14.2.0-4ubuntu2~24.04.1)\n")
+# https://github.com/BIOP/BIOP-desktop/issues/27 - a desktop container image whose userspace is 570.86.
+SMI_MISMATCH_570_86 = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 570.86\n"
+# https://github.com/k4yt3x/video2x/issues/1226 - a container with userspace 565.57 on a host with driver 535.
+SMI_MISMATCH_565 = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 565.57\n"
+# https://github.com/illinois-scicomp/machine-shop-maintenance/issues/70 - the one-line form (nvidia-smi
+# 525.85.12 installed, module 520.56.06 loaded).
+SMI_MISMATCH_ONE_LINE_2023 = "Failed to initialize NVML: Driver/library version mismatch\n"
+PROC_520 = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  520.56.06  Thu Oct  6 21:38:55 UTC 2022\n"
+            "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14) \n")
+# https://github.com/pop-os/nvidia-graphics-drivers-470/issues/18 - the one-line form with driver 470.
+SMI_MISMATCH_ONE_LINE_470 = "Failed to initialize NVML: Driver/library version mismatch\n"
+# https://github.com/rajeshroy402/DeepStream-dGPU-Installation/issues/5 - as quoted there, with a capital "L".
+SMI_MISMATCH_CAPITAL_L = "Failed to initialize NVML: Driver/Library version mismatch\n"
+
+
+@pytest.mark.parametrize("text, library_version", [
+    (SMI_MISMATCH_580, "580.178"),
+    (SMI_MISMATCH_570_86, "570.86"),
+    (SMI_MISMATCH_565, "565.57"),
+    (SMI_MISMATCH_ONE_LINE_2023, None),
+    (SMI_MISMATCH_ONE_LINE_470, None),
+    (SMI_MISMATCH_CAPITAL_L, None),
+], ids=["truenas-19-580", "biop-27-570", "video2x-1226-565", "machine-shop-70-one-line", "pop-os-470-18-one-line",
+        "deepstream-5-capital-l"])
+def test_nvml_mismatch_both_forms(text, library_version):
+    failure = nv.parse_nvml_error(text)
+    assert failure["mismatch"] is True
+    assert failure["error"] == text.splitlines()[0]
+    assert failure["nvml_library_version"] == library_version
+
+
+def test_proc_version_of_the_mismatch_threads():
+    assert nv.parse_proc_version(PROC_580_173)["version"] == "580.173.02"
+    assert nv.parse_proc_version(PROC_520)["version"] == "520.56.06"
+
+
+def test_describe_mismatch_names_both_versions():
+    message = nv.describe_nvml_mismatch("580.173.02", "580.178")
+    assert message.startswith("host kernel module 580.173.02, container userspace NVML library 580.178: nvidia-smi "
+                              "fails with 'Failed to initialize NVML: Driver/library version mismatch'")
+    assert "ldconfig -p | grep libnvidia-ml" in message
+    assert message.endswith("install the userspace driver 580.173.02 to match the host kernel module")
+
+
+def test_describe_mismatch_of_the_same_major_minor():
+    """tinygrad/open-gpu-kernel-modules#47 (above): 570.124 printed over a 570.124.06 module."""
+    message = nv.describe_nvml_mismatch("570.124.06", "570.124")
+    assert "NVML library 570.124 (nvidia-smi prints major.minor only, so another patch level or build of 570.124)" \
+        in message
+
+
+def test_describe_mismatch_one_line_form():
+    message = nv.describe_nvml_mismatch("520.56.06", None, ["525.85.12"])
+    assert message.startswith("host kernel module 520.56.06, container userspace: another version (nvidia-smi printed "
+                              "no NVML library version)")
+    assert "libnvidia-ml 525.85.12 is installed" in message
+    assert "not installed" not in message

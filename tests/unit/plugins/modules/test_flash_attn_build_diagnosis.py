@@ -39,6 +39,11 @@ DMESG_CC1PLUS = ("[13236.245467] Out of memory: Killed process 26958 (cc1plus) t
                  "file-rss:0kB, shmem-rss:0kB\n")
 
 
+# https://github.com/microsoft/SynapseVSCode/issues/54 (verbatim): BuildKit's verdict on a RUN step out of memory.
+RESOURCE_EXHAUSTED = ('ERROR: failed to solve: ResourceExhausted: process "/bin/sh -c conda install -c conda-forge '
+                      'pyspark==$SPARK_VERSION" did not complete successfully: cannot allocate memory\n')
+
+
 def write(tmp_path, name, text):
     path = tmp_path / name
     path.write_text(text)
@@ -134,3 +139,18 @@ def test_unreadable_optional_file_fails(tmp_path, option):
         "build_log": write(tmp_path, "b.log", GENERIC), option: str(tmp_path / "missing")})
     assert failed
     assert str(tmp_path / "missing") in result["msg"]
+
+
+def test_buildkit_resource_exhausted_is_oom(tmp_path):
+    result, failed = run_module(flash_attn_build_diagnosis.main, {"build_log": write(tmp_path, "b.log", RESOURCE_EXHAUSTED)})
+    assert not failed
+    assert result["cause"] == "oom"
+    assert result["decisive_line"] == RESOURCE_EXHAUSTED.strip()
+
+
+def test_unknown_names_what_to_collect(tmp_path):
+    result, failed = run_module(flash_attn_build_diagnosis.main, {"build_log": write(tmp_path, "b.log", GENERIC)})
+    assert not failed
+    assert result["cause"] == "unknown"
+    assert "'dmesg' or 'journalctl -k'" in result["message"]
+    assert "memory.max_usage_in_bytes" in result["message"] and "memory.failcnt" in result["message"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -30,11 +31,21 @@ SPEC_LOW = {"decode_lines": 12, "accept_length": {"mean": 1.31, "min": 1.1, "max
             "acceptance_rate": {"mean": 0.1033, "num_steps": 3, "num_draft_tokens": 4}}
 
 
+# Verbatim public texts, the same files (and sources) as in test_degeneration.py.
+DEGENERATION_DATA = Path(__file__).parents[1] / "module_utils" / "data" / "degeneration"
+# https://github.com/python/cpython/blob/000593c0f97ac9b75b56064a957b84a3aaa60674/README.rst (first 45 lines):
+# healthy text with 12- to 29-character "=" and "-" underlines.
+RULED_README = (DEGENERATION_DATA / "cpython-readme-3.7.13-excerpt.rst").read_text(encoding="utf-8")
+# https://github.com/vllm-project/vllm/issues/13952: a model writing its chat template again and again (Chinese).
+CJK_TEMPLATE_LOOP = (DEGENERATION_DATA / "vllm-13952-template-loop.txt").read_text(encoding="utf-8")
+
+
 class FakeServer:
     """OpenAI-style /v1/chat/completions with canned answers; records each request."""
 
-    def __init__(self, behaviour="varied", require_key=API_KEY, max_requests=20):
+    def __init__(self, behaviour="varied", require_key=API_KEY, max_requests=20, content=None):
         self.behaviour = behaviour
+        self.content = content
         self.require_key = require_key
         self.max_requests = max_requests
         self.requests = []
@@ -63,6 +74,8 @@ class FakeServer:
                     reasoning, content, finish = LOOP_REASONING, None, "length"
                 elif server.behaviour == "loop":
                     reasoning, content, finish = LOOP_REASONING, None, "length"
+                elif server.behaviour == "content":
+                    reasoning, content, finish = None, server.content, "length"
                 else:
                     reasoning, content, finish = VARIED_REASONING, VARIED_CONTENT, "stop"
                 return self._send(200, {
@@ -254,3 +267,21 @@ def test_num_samples_bounded(server_factory):
         result, failed = run_module(generation_probe.main, _args(server, num_samples=count))
         assert failed and "num_samples must be between 1 and 100" in result["msg"]
     assert server.requests == []
+
+
+def test_healthy_text_with_rulers_is_healthy(server_factory):
+    server = server_factory(behaviour="content", content=RULED_README)
+    result, failed = run_module(generation_probe.main, _args(server, num_samples=1, spec_stats=SPEC_HIGH))
+    assert not failed, result.get("msg")
+    assert result["degenerate"] is False
+    assert result["samples"][0]["content"]["reasons"] == []
+    assert result["diagnosis"]["verdict"] == "healthy"
+
+
+def test_cjk_block_loop_with_high_acceptance_is_a_sampling_loop(server_factory):
+    server = server_factory(behaviour="content", content=CJK_TEMPLATE_LOOP)
+    result, failed = run_module(generation_probe.main, _args(server, num_samples=1, spec_stats=SPEC_HIGH))
+    assert failed
+    assert result["degenerate"] is True
+    assert result["diagnosis"]["verdict"] == "sampling loop"
+    assert "content: the 121-token sequence '台灣最受歡迎的飲料是奶茶" in result["msg"]

@@ -130,3 +130,78 @@ def test_nvcc_absent_is_null(tmp_path):
     args["nvcc"] = os.path.join(str(tmp_path), "no-such-nvcc")
     result, failed = run_module(nvidia_driver_facts.main, args)
     assert not failed and result["nvcc"] is None
+
+
+# =========================================================================== issue #13: real mismatch outputs
+#
+# A stand-in nvidia-smi that prints, verbatim, what the real one printed in the thread named (and fails as it does),
+# over the thread's /proc/driver/nvidia/version where it has one, with NO versioned libnvidia-ml in library_dirs.
+# On the code before issue #13 all of these read "container userspace: not installed".
+
+# https://github.com/zzzhouuu/truenas-nvidia-drivers/issues/19
+TRUENAS_SMI = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.178\n"
+TRUENAS_PROC = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.173.02  Tue Jun 23 08:38:17 UTC 2026\n"
+                "GCC version:  gcc version 14.2.0 (Ubuntu 14.2.0-4ubuntu2~24.04.1)\n")
+# https://github.com/k4yt3x/video2x/issues/1226 (userspace 565.57 in the container; the host module is a 535, whose
+# exact version the thread does not give: the proc file is the nixGL#186 format above with 535.183.01, CONSTRUCTED).
+VIDEO2X_SMI = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 565.57\n"
+# https://github.com/illinois-scicomp/machine-shop-maintenance/issues/70 (the one-line form)
+MACHINE_SHOP_SMI = "Failed to initialize NVML: Driver/library version mismatch\n"
+MACHINE_SHOP_PROC = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  520.56.06  Thu Oct  6 21:38:55 UTC 2022\n"
+                     "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14) \n")
+
+REPLAYING_NVIDIA_SMI = """#!/bin/sh
+cat '{output}'
+exit 18
+"""
+
+
+def replay(tmp_path, smi_output, proc_text, libraries=()):
+    (tmp_path / "smi.out").write_text(smi_output)
+    (tmp_path / "version").write_text(proc_text)
+    smi = executable(tmp_path / "nvidia-smi", REPLAYING_NVIDIA_SMI.format(output=tmp_path / "smi.out"))
+    libdir = tmp_path / "lib"
+    libdir.mkdir()
+    for version in libraries:
+        (libdir / ("libnvidia-ml.so." + version)).write_text("")
+    return {"proc_version_path": str(tmp_path / "version"), "nvidia_smi": smi, "library_dirs": [str(libdir)]}
+
+
+def test_two_line_mismatch_names_both_versions(tmp_path):
+    result, failed = run_module(nvidia_driver_facts.main, replay(tmp_path, TRUENAS_SMI, TRUENAS_PROC))
+    assert not failed
+    assert result["match"] is False
+    assert result["nvidia_smi"]["mismatch"] is True
+    assert result["nvidia_smi"]["nvml_library_version"] == "580.178"
+    assert result["userspace_version"] is None
+    assert result["message"].startswith(
+        "host kernel module 580.173.02, container userspace NVML library 580.178: nvidia-smi fails with "
+        "'Failed to initialize NVML: Driver/library version mismatch'")
+    assert "not installed" not in result["message"]
+
+
+def test_container_userspace_newer_than_the_host(tmp_path):
+    result, failed = run_module(nvidia_driver_facts.main,
+                                replay(tmp_path, VIDEO2X_SMI, PROC_LINE.format(version="535.183.01")))
+    assert not failed and result["match"] is False
+    assert result["message"].startswith("host kernel module 535.183.01, container userspace NVML library 565.57: ")
+
+
+def test_one_line_mismatch_says_mismatch_not_missing(tmp_path):
+    result, failed = run_module(nvidia_driver_facts.main, replay(tmp_path, MACHINE_SHOP_SMI, MACHINE_SHOP_PROC))
+    assert not failed and result["match"] is False
+    assert result["nvidia_smi"] == {"path": result["nvidia_smi"]["path"], "rc": 18,
+                                    "error": "Failed to initialize NVML: Driver/library version mismatch",
+                                    "mismatch": True, "nvml_library_version": None}
+    assert result["message"].startswith(
+        "host kernel module 520.56.06, container userspace: another version (nvidia-smi printed no NVML library "
+        "version): nvidia-smi fails with 'Failed to initialize NVML: Driver/library version mismatch'")
+
+
+def test_matching_library_but_nvml_loads_another(tmp_path):
+    """The right library is installed, yet nvidia-smi loads another one (580.178) from outside library_dirs."""
+    result, failed = run_module(nvidia_driver_facts.main,
+                                replay(tmp_path, TRUENAS_SMI, TRUENAS_PROC, libraries=("580.173.02",)))
+    assert not failed and result["match"] is False
+    assert result["message"] == ("host kernel module 580.173.02, container userspace 580.173.02, but nvidia-smi fails: "
+                                 "Failed to initialize NVML: Driver/library version mismatch (NVML library version 580.178)")
