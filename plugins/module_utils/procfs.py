@@ -35,6 +35,11 @@ def _root(proc_root):
     return PROC_ROOT if proc_root is None else proc_root
 
 
+def _pid_path(proc_root, pid, *parts):
+    """/proc/<pid>/<parts...> under the proc tree in use."""
+    return os.path.join(_root(proc_root), str(pid), *[str(part) for part in parts])
+
+
 def _read_bytes(path):
     with open(path, "rb") as handle:
         return handle.read()
@@ -150,7 +155,7 @@ def fd_links(pid, proc_root=None):
 
     An fd closed between listing and readlink is left out.
     """
-    fd_dir = os.path.join(_root(proc_root), str(pid), "fd")
+    fd_dir = _pid_path(proc_root, pid, "fd")
     try:
         names = os.listdir(fd_dir)
     except GONE_ERRORS:
@@ -169,7 +174,7 @@ def fd_links(pid, proc_root=None):
 def fd_link(pid, fd, proc_root=None):
     """Link target of one fd (e.g. "/var/log/x.log (deleted)", "socket:[42]"), or None when gone."""
     try:
-        return os.readlink(os.path.join(_root(proc_root), str(pid), "fd", str(fd)))
+        return os.readlink(_pid_path(proc_root, pid, "fd", fd))
     except GONE_ERRORS:
         return None
 
@@ -188,10 +193,18 @@ def socket_owners(inodes, proc_root=None, pids=None):
     return owners
 
 
+def port_listeners(port, proc_root=None, pids=None):
+    """LISTEN sockets on ``port`` (see listening_sockets), each with ``pids``: the processes holding it (see
+    socket_owners; empty when none is visible)."""
+    sockets = listening_sockets(proc_root, port=port)
+    owners = socket_owners([entry["inode"] for entry in sockets], proc_root, pids)
+    return [dict(entry, pids=owners[entry["inode"]]) for entry in sockets]
+
+
 def fd_stat(pid, fd, proc_root=None):
     """os.stat of what fd ``fd`` of ``pid`` points at (works for deleted files), or None when gone."""
     try:
-        return os.stat(os.path.join(_root(proc_root), str(pid), "fd", str(fd)))
+        return os.stat(_pid_path(proc_root, pid, "fd", fd))
     except GONE_ERRORS:
         return None
 
@@ -213,7 +226,7 @@ def flags_open_for_write(flags):
 def fd_flags(pid, fd, proc_root=None):
     """Open flags of one fd, or None when the fd or process is gone."""
     try:
-        return parse_fdinfo_flags(_read_text(os.path.join(_root(proc_root), str(pid), "fdinfo", str(fd))))
+        return parse_fdinfo_flags(_read_text(_pid_path(proc_root, pid, "fdinfo", fd)))
     except GONE_ERRORS:
         return None
 
@@ -275,7 +288,7 @@ def parse_cmdline(raw):
 def read_cmdline(pid, proc_root=None):
     """argv of a process, or None when it is gone."""
     try:
-        return parse_cmdline(_read_bytes(os.path.join(_root(proc_root), str(pid), "cmdline")))
+        return parse_cmdline(_read_bytes(_pid_path(proc_root, pid, "cmdline")))
     except GONE_ERRORS:
         return None
 
@@ -333,7 +346,7 @@ def iso_utc(epoch):
 def read_stat(pid, proc_root=None):
     """Parsed /proc/<pid>/stat, or None when the process is gone."""
     try:
-        return parse_stat(_read_text(os.path.join(_root(proc_root), str(pid), "stat")))
+        return parse_stat(_read_text(_pid_path(proc_root, pid, "stat")))
     except GONE_ERRORS:
         return None
 
@@ -374,7 +387,7 @@ def parse_cgroup(text):
 def read_cgroup(pid, proc_root=None):
     """Parsed /proc/<pid>/cgroup, or None when the process is gone."""
     try:
-        return parse_cgroup(_read_text(os.path.join(_root(proc_root), str(pid), "cgroup")))
+        return parse_cgroup(_read_text(_pid_path(proc_root, pid, "cgroup")))
     except GONE_ERRORS:
         return None
 
@@ -392,7 +405,7 @@ def parse_environ_value(raw, key):
 def read_environ_value(pid, key, proc_root=None):
     """One variable from /proc/<pid>/environ, or None when absent or the process is gone."""
     try:
-        raw = _read_bytes(os.path.join(_root(proc_root), str(pid), "environ"))
+        raw = _read_bytes(_pid_path(proc_root, pid, "environ"))
     except GONE_ERRORS:
         return None
     return parse_environ_value(raw, key)

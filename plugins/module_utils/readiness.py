@@ -16,6 +16,7 @@ import collections
 import datetime
 
 from ansible_collections.llmops.serving.plugins.module_utils import sglang_log
+from ansible_collections.llmops.serving.plugins.module_utils import unit_check
 
 # Error kinds that end a startup for good (a traceback alone may be a warning SGLang recovers from,
 # but these are how a failed start ends).
@@ -32,8 +33,8 @@ def unit_verdict(unit, previous_invocation_id=None):
     if previous_invocation_id and unit.get("invocation_id") == previous_invocation_id:
         return WAITING, "the unit still runs invocation %s, from before the restart" % previous_invocation_id
     if active in ("failed", "inactive") or sub == "auto-restart":
-        return FAILED, ("%s exited before it became ready (ActiveState=%s, SubState=%s, Result=%s)"
-                        % (unit.get("name"), active, sub, unit.get("result") or "?"))
+        return FAILED, "%s exited before it became ready (%s)" % (
+            unit.get("name"), unit_check.unit_state(unit, ("ActiveState", "SubState", "Result")))
     if active in ("activating", "active", "reloading"):
         return WAITING, "%s is %s (%s)" % (unit.get("name"), active, sub)
     return WAITING, "%s is %s" % (unit.get("name"), active)

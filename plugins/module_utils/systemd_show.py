@@ -5,14 +5,13 @@
 """Ask systemd about a unit with ``systemctl show`` and decide cgroup membership.
 
 ``run_command`` is injected (an AnsibleModule's, in modules) so the parsing is testable without systemd.
+The checks built on these facts live in unit_check.
 """
 
 from __future__ import annotations
 
 import datetime
 import re
-
-from ansible_collections.llmops.serving.plugins.module_utils import procfs
 
 # What the provenance modules need to know about a unit.
 UNIT_PROPERTIES = (
@@ -34,10 +33,6 @@ _TIMESTAMP_RE = re.compile(
     r"^(?:[A-Za-z]{3} )?(?P<date>\d{4}-\d{2}-\d{2}) (?P<time>\d{2}:\d{2}:\d{2})(?:\.(?P<fraction>\d{1,6}))?(?: (?P<zone>\S+))?$"
 )
 _UTC_ZONES = ("UTC", "GMT", "Etc/UTC", "UCT", "Z")
-
-
-# How every "a stray process" message ends: the incident began with `pkill -9 -f sglang`.
-STOP_ADVICE = "Stop it by its PID after checking it (kill %s); never kill by name (no pkill -f)."
 
 _UNIT_SUFFIXES = (".service", ".scope", ".socket", ".target", ".timer", ".mount", ".slice", ".path")
 
@@ -165,28 +160,6 @@ def systemd_cgroup_path(cgroup_entries):
     return unified
 
 
-def describe_member(pid, control_group, proc_root=None, btime=None, ticks_per_second=None):
-    """procfs.describe_process() plus ``cgroup`` (systemd path) and ``in_unit`` for the unit's ControlGroup."""
-    facts = procfs.describe_process(pid, proc_root, btime=btime, ticks_per_second=ticks_per_second)
-    entries = procfs.read_cgroup(pid, proc_root)
-    facts["cgroup"] = systemd_cgroup_path(entries)
-    facts["in_unit"] = in_unit_cgroup(entries, control_group)
-    return facts
-
-
-def process_phrase(facts):
-    """``PID 4242 (python3 -m http.server 30000, started 2026-11-29T19:40:02Z)`` for messages."""
-    details = [facts.get("cmdline") or "command line unreadable"]
-    if facts.get("started_at"):
-        details.append("started " + facts["started_at"])
-    return "PID %s (%s)" % (facts["pid"], ", ".join(details))
-
-
 def unit_name(name):
     """Append .service to a bare name; leave names with a unit suffix alone."""
     return name if name.endswith(_UNIT_SUFFIXES) else name + ".service"
-
-
-def join_problems(problems):
-    """One failure message from several problem sentences, the first (most telling) one leading."""
-    return " ALSO: ".join(problems)

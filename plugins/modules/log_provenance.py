@@ -59,7 +59,7 @@ EXAMPLES = r"""
   llmops.serving.log_provenance:
     name: sglang-qwen36.service
     path: /var/log/llmops-serving/qwen36/current.log
-    deployment_id: "{{ sglang_deployment_id }}"
+    deployment_id: "{{ sglang_service_deployment_id }}"
   register: server_log
 
 - name: Read only this invocation's output (from the byte after the header)
@@ -75,7 +75,7 @@ path:
   type: str
   sample: /var/log/llmops-serving/qwen36/20261129T194501Z-6f1c3e0b9a8d4c2e8f7a6b5c4d3e2f10.log
 inode:
-  description: Inode of the file at RV(path); null when it does not exist.
+  description: Inode of the file at RV(path); null when it cannot be read (then so are the other facts about the file).
   returned: always
   type: int
   sample: 1835015
@@ -114,7 +114,9 @@ header_error:
   type: str
   sample: null
 offset:
-  description: Byte offset where the current invocation's output begins (right after the header line).
+  description:
+    - Byte offset where the current invocation's output begins (right after the header line).
+    - 0 when the first line is not a header.
   returned: always
   type: int
   sample: 196
@@ -140,7 +142,9 @@ last_line:
   type: str
   sample: "[2026-11-29 19:52:13 TP0] Decode batch, #running-req: 1, #full token: 257, accept len: 2.83, gen throughput (token/s): 93.65, #queue-req: 0"
 unit:
-  description: What systemd says about the unit (see M(llmops.serving.service_provenance) for the keys).
+  description:
+    - What systemd says about the unit (see M(llmops.serving.service_provenance) for the keys).
+    - Null when systemd cannot be asked (then no other fact comes back).
   returned: always
   type: dict
   sample:
@@ -149,7 +153,9 @@ unit:
     main_pid: 4711
     invocation_id: 6f1c3e0b9a8d4c2e8f7a6b5c4d3e2f10
 main_pid_output:
-  description: Where MainPID's stdout and stderr go (the readlink text of fd 1 and 2; C( (deleted)) marks a deleted file).
+  description:
+    - Where MainPID's stdout and stderr go (the readlink text of fd 1 and 2; C( (deleted)) marks a deleted file).
+    - Null when the unit is not running; a target is null when its fd cannot be read.
   returned: always
   type: dict
   contains:
@@ -218,39 +224,40 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.serving.plugins.module_utils import log_header
 from ansible_collections.llmops.serving.plugins.module_utils import procfs
-from ansible_collections.llmops.serving.plugins.module_utils import systemd_show
+from ansible_collections.llmops.serving.plugins.module_utils import unit_check
+
+# Problems that name a stray (templates for UnitCheck.report_stray).
+DELETED_TWIN_WRITER_PROBLEM = (
+    "{process}, outside {unit} (cgroup {cgroup}), still writes to a deleted file that was {path} ({fds} -> '{twin}'): a "
+    "server left over from before the log was re-created; what it writes can no longer be read by name. {advice}")
+LOG_WRITER_PROBLEM = (
+    "{process}, outside {unit} (cgroup {cgroup}), has {path} open for writing ({fds}): a process started by hand (nohup?) "
+    "writes into this log and mixes its output with the unit's. {advice}")
+
+# The file's facts that come back as they are read (log_header.read_log_summary).
+SUMMARY_KEYS = ("inode", "header", "header_error", "offset", "size", "last_timestamp", "last_line")
 
 
 def fd_phrase(fds):
     return "fd %s" % fds[0] if len(fds) == 1 else "fds %s" % " and ".join(str(fd) for fd in fds)
 
 
-class LogProvenance:
-    """Collects the facts about one log file and the unit that should write it, and the problems they show."""
+class LogProvenance(unit_check.UnitCheck):
+    """Whether a log file is the one the unit's main process writes now, and who else writes it."""
 
-    def __init__(self, unit, path, resolved):
-        self.unit = unit
-        self.name = unit["name"]
+    def __init__(self, unit, path):
+        super().__init__(unit)
         self.path = path
-        self.resolved = resolved
-        self.btime = procfs.read_btime()
-        self.ticks = procfs.clock_ticks_per_second()
-        self.problems = []
-        self.strays = []
+        self.resolved = os.path.realpath(path)
         self.summary = None
 
-    def describe(self, pid):
-        return systemd_show.describe_member(pid, self.unit["control_group"], btime=self.btime, ticks_per_second=self.ticks)
-
-    def unit_running(self):
-        unit = self.unit
-        if unit["active_state"] == "active" and unit["main_pid"] > 0:
-            return True
-        self.problems.append(
-            "%s is not running (LoadState=%s, ActiveState=%s, SubState=%s, MainPID=%s): no process of the unit writes %s, so "
-            "it is not the log of a running server. Read `journalctl -u %s -n 50`." % (
-                self.name, unit["load_state"], unit["active_state"], unit["sub_state"], unit["main_pid"], self.path, self.name))
-        return False
+    def down_problem(self):
+        if self.main_process_up:
+            return None
+        return ("%s is not running (%s): no process of the unit writes %s, so it is not the log of a running server. "
+                "Read `journalctl -u %s -n 50`." % (
+                    self.name, unit_check.unit_state(self.unit, ("LoadState", "ActiveState", "SubState", "MainPID")),
+                    self.path, self.name))
 
     def read_file(self):
         try:
@@ -261,6 +268,17 @@ class LogProvenance:
         except OSError as exc:
             self.problems.append("cannot read %s: %s." % (self.resolved, exc))
         return self.summary
+
+    def file_facts(self):
+        """The documented facts about the file, null for those that could not be read."""
+        facts = dict.fromkeys(SUMMARY_KEYS + ("mtime",))
+        if self.summary is not None:
+            facts.update((key, self.summary[key]) for key in SUMMARY_KEYS)
+            facts["mtime"] = procfs.iso_utc(self.summary["mtime"])
+        return facts
+
+    def identity(self):
+        return ("file", self.summary["device"], self.summary["inode"]) if self.summary else None
 
     def old_log_hint(self):
         header = (self.summary or {}).get("header")
@@ -284,7 +302,7 @@ class LogProvenance:
             if target is None or stat_result is None:
                 self.problems.append("cannot read fd %d of MainPID %s (process gone, or not root)." % (fd, main_pid))
                 continue
-            if self.summary is not None and procfs.file_identity(stat_result) == ("file", self.summary["device"], self.summary["inode"]):
+            if self.summary is not None and procfs.file_identity(stat_result) == self.identity():
                 continue
             by_target.setdefault((target, stat_result.st_ino), []).append(fd)
         where = "%s (inode %s)" % (self.resolved, self.summary["inode"]) if self.summary else self.resolved
@@ -341,35 +359,24 @@ class LogProvenance:
             "writes now." % (self.resolved, procfs.iso_utc(self.summary["mtime"]), self.name, self.unit["exec_main_start_timestamp"]))
 
     def check_writers(self):
-        identity = ("file", self.summary["device"], self.summary["inode"]) if self.summary else None
+        """Every process with the file, or a deleted file of its name, open for writing; those outside the unit are
+        strays, named once per process and file however many fds they hold."""
         deleted_twin = self.resolved + procfs.DELETED_SUFFIX
-        own = os.getpid()
-        pids = [pid for pid in procfs.list_pids() if pid != own]
         writers = []
         outside = {}
-        for holder in procfs.writers_of(identity, pids=pids, link_targets=[deleted_twin]):
+        for holder in procfs.writers_of(self.identity(), pids=self.other_pids, link_targets=[deleted_twin]):
             facts = self.describe(holder["pid"])
             writers.append(dict(facts, fd=holder["fd"], target=holder["target"]))
             if not facts["in_unit"]:
                 key = (holder["pid"], holder["target"] == deleted_twin)
                 outside.setdefault(key, (facts, []))[1].append(holder["fd"])
-        for (pid, deleted), (facts, fds) in sorted(outside.items()):
-            phrase = systemd_show.process_phrase(facts)
-            advice = systemd_show.STOP_ADVICE % pid
-            cgroup = facts["cgroup"] or "unknown"
-            stray = dict((key, facts.get(key)) for key in ("pid", "cmdline", "started_at", "cgroup"))
+        for (dummy_pid, deleted), (facts, fds) in sorted(outside.items()):
             if deleted:
-                stray["reason"] = "writes to a deleted file that was %s" % self.resolved
-                self.problems.append(
-                    "%s, outside %s (cgroup %s), still writes to a deleted file that was %s (%s -> '%s'): a server left over "
-                    "from before the log was re-created; what it writes can no longer be read by name. %s" % (
-                        phrase, self.name, cgroup, self.resolved, fd_phrase(fds), deleted_twin, advice))
+                self.report_stray(facts, "writes to a deleted file that was %s" % self.resolved, DELETED_TWIN_WRITER_PROBLEM,
+                                  path=self.resolved, fds=fd_phrase(fds), twin=deleted_twin)
             else:
-                stray["reason"] = "has %s open for writing outside %s" % (self.resolved, self.name)
-                self.problems.append(
-                    "%s, outside %s (cgroup %s), has %s open for writing (%s): a process started by hand (nohup?) writes into "
-                    "this log and mixes its output with the unit's. %s" % (phrase, self.name, cgroup, self.resolved, fd_phrase(fds), advice))
-            self.strays.append(stray)
+                self.report_stray(facts, "has %s open for writing outside %s" % (self.resolved, self.name), LOG_WRITER_PROBLEM,
+                                  path=self.resolved, fds=fd_phrase(fds))
         return writers
 
 
@@ -384,35 +391,17 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    name = systemd_show.unit_name(params["name"])
-    if os.geteuid() != 0:
-        module.warn("not running as root: other users' processes cannot be inspected, so writers may go unseen; use become.")
-    try:
-        unit = systemd_show.show_unit(module.run_command, name)
-    except systemd_show.SystemdError as exc:
-        module.fail_json(msg="cannot ask systemd about %s: %s" % (name, exc), unit=None)
-
-    resolved = os.path.realpath(params["path"])
-    check = LogProvenance(unit, params["path"], resolved)
+    check = LogProvenance(unit_check.load_unit(module, unseen="writers", unit=None), params["path"])
     running = check.unit_running()
-    summary = check.read_file()
-    result = dict(changed=False, path=resolved, inode=None, header=None, header_error=None, offset=None, size=None, mtime=None,
-                  last_timestamp=None, last_line=None, unit=unit, main_pid_output=None, writers=[], strays=[], problems=[])
+    readable = check.read_file() is not None
+    result = dict(path=check.resolved, unit=check.unit, main_pid_output=None)
     if running:
         result["main_pid_output"] = check.check_main_pid_output()
-    if summary is not None:
-        for key in ("inode", "header", "header_error", "offset", "size", "last_timestamp", "last_line"):
-            result[key] = summary[key]
-        result["mtime"] = procfs.iso_utc(summary["mtime"])
-        if running:
-            check.check_header(params["deployment_id"])
-            check.check_mtime(params["clock_slack"])
-    result["writers"] = check.check_writers()
-    result["strays"] = check.strays
-    result["problems"] = check.problems
-    if check.problems:
-        module.fail_json(msg=systemd_show.join_problems(check.problems), **result)
-    module.exit_json(**result)
+    if running and readable:
+        check.check_header(params["deployment_id"])
+        check.check_mtime(params["clock_slack"])
+    result.update(check.file_facts(), writers=check.check_writers())
+    check.finish(module, **result)
 
 
 if __name__ == "__main__":

@@ -77,14 +77,15 @@ EXAMPLES = r"""
   llmops.serving.service_provenance:
     name: sglang-qwen36.service
     port: 30000
-    deployment_id: "{{ sglang_deployment_id }}"
+    deployment_id: "{{ sglang_service_deployment_id }}"
   register: provenance
 
-- name: After a restart, prove that it really restarted
+- name: After the restart this play made, prove that it really happened
   llmops.serving.service_provenance:
     name: sglang-qwen36.service
     port: 30000
-    previous_invocation_id: "{{ before_restart.unit.invocation_id }}"
+    previous_invocation_id: "{{ sglang_service_previous_invocation_id }}"
+  when: sglang_service_restart_expected
 
 - name: Only report GPU holders outside the unit
   llmops.serving.service_provenance:
@@ -95,7 +96,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 unit:
-  description: What systemd says about the unit.
+  description: What systemd says about the unit; null when systemd cannot be asked (then no other fact comes back).
   returned: always
   type: dict
   contains:
@@ -168,7 +169,7 @@ listener:
       type: str
       sample: ipv4
     pid:
-      description: PID holding the socket; null when no visible process does.
+      description: PID holding the socket; null when no visible process does (and so are the process's other keys).
       type: int
       sample: 4711
     cmdline:
@@ -234,6 +235,7 @@ gpu_processes:
   sample:
     - pid: 4790
       cmdline: sglang::scheduler_TP0
+      comm: sglang::schedul
       started_at: "2026-11-29T19:45:09Z"
       cgroup: /system.slice/sglang-qwen36.service
       in_unit: true
@@ -279,9 +281,18 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.serving.plugins.module_utils import procfs
-from ansible_collections.llmops.serving.plugins.module_utils import systemd_show
+from ansible_collections.llmops.serving.plugins.module_utils import unit_check
 
 DEFAULT_GPU_DEVICES = ["/dev/nvidia[0-9]*", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+
+# Problems that name a stray (templates for UnitCheck.report_stray).
+PORT_HOLDER_PROBLEM = ("port {port} is held by {process}, which is outside {unit} (cgroup {cgroup}). A server started by hand "
+                       "(nohup?) is answering instead of the unit. {advice}")
+GPU_HOLDER_PROBLEM = ("{process} holds {devices} but is outside {unit} (cgroup {cgroup}): it takes GPU memory the server needs "
+                      "(a leftover server or worker?). {advice}")
+
+# A socket on the port whose holder no process in /proc shows.
+_INVISIBLE_HOLDER = dict.fromkeys(("pid", "cmdline", "comm", "started_at", "cgroup"), None)
 
 
 def find_gpu_devices(patterns):
@@ -297,122 +308,86 @@ def find_gpu_devices(patterns):
     return identities
 
 
-class ServiceProvenance:
-    """Collects the facts for one unit and the problems they show."""
+class ServiceProvenance(unit_check.UnitCheck):
+    """Whether the unit's current invocation is this deployment's and what serves the port and holds the GPUs."""
 
-    def __init__(self, unit):
-        self.unit = unit
-        self.name = unit["name"]
-        self.control_group = unit["control_group"]
-        self.btime = procfs.read_btime()
-        self.ticks = procfs.clock_ticks_per_second()
-        own = os.getpid()
-        self.pids = [pid for pid in procfs.list_pids() if pid != own]
-        self.problems = []
-        self.strays = []
+    def down_problem(self):
+        if self.unit["load_state"] != "loaded":
+            return "%s is not loaded (LoadState=%s): is the name right, and was the unit installed on this host?" % (
+                self.name, self.unit["load_state"])
+        if self.main_process_up:
+            return None
+        return ("%s is not running (%s): the server is down or failed to start. Read `journalctl -u %s -n 50` and the "
+                "unit's newest log file." % (self.name, unit_check.unit_state(self.unit), self.name))
 
-    def describe(self, pid):
-        return systemd_show.describe_member(pid, self.control_group, btime=self.btime, ticks_per_second=self.ticks)
-
-    def add_stray(self, facts, reason):
-        stray = dict((key, facts.get(key)) for key in ("pid", "cmdline", "started_at", "cgroup"))
-        stray["reason"] = reason
-        self.strays.append(stray)
-
-    def unit_running(self):
-        unit = self.unit
-        if unit["load_state"] != "loaded":
-            self.problems.append(
-                "%s is not loaded (LoadState=%s): is the name right, and was the unit installed on this host?" % (self.name, unit["load_state"]))
-            return False
-        if unit["active_state"] != "active" or unit["main_pid"] <= 0:
-            self.problems.append(
-                "%s is not running (ActiveState=%s, SubState=%s, Result=%s, MainPID=%s): the server is down or failed to start. "
-                "Read `journalctl -u %s -n 50` and the unit's newest log file." % (
-                    self.name, unit["active_state"], unit["sub_state"], unit["result"] or "?", unit["main_pid"], self.name))
-            return False
-        return True
+    def main_phrase(self):
+        return unit_check.process_phrase(self.describe(self.unit["main_pid"]))
 
     def check_deployment(self, expected):
-        main = self.describe(self.unit["main_pid"])
+        """The running invocation's LLMOPS_DEPLOYMENT_ID, which must be ``expected`` when given."""
         running_id = procfs.read_deployment_id(self.unit["main_pid"])
-        if expected:
-            if running_id is None:
-                self.problems.append(
-                    "the running invocation %s of %s (main %s) has no LLMOPS_DEPLOYMENT_ID in its environment: it was not started "
-                    "with this collection's deployment.env, so it cannot be the deployment %s." % (
-                        self.unit["invocation_id"], self.name, systemd_show.process_phrase(main), expected))
-            elif running_id != expected:
-                self.problems.append(
-                    "the running invocation %s of %s (main %s) belongs to deployment %s, not to %s that was just deployed: the unit "
-                    "was not restarted after the change. Restart it with systemctl and check again." % (
-                        self.unit["invocation_id"], self.name, systemd_show.process_phrase(main), running_id, expected))
+        if expected and running_id is None:
+            self.problems.append(
+                "the running invocation %s of %s (main %s) has no LLMOPS_DEPLOYMENT_ID in its environment: it was not started "
+                "with this collection's deployment.env, so it cannot be the deployment %s." % (
+                    self.unit["invocation_id"], self.name, self.main_phrase(), expected))
+        elif expected and running_id != expected:
+            self.problems.append(
+                "the running invocation %s of %s (main %s) belongs to deployment %s, not to %s that was just deployed: the unit "
+                "was not restarted after the change. Restart it with systemctl and check again." % (
+                    self.unit["invocation_id"], self.name, self.main_phrase(), running_id, expected))
         return running_id
 
     def check_restart(self, previous):
         if previous and previous == self.unit["invocation_id"]:
-            main = self.describe(self.unit["main_pid"])
-            self.problems.append(
-                "the restart did not happen: %s still runs invocation %s, the same as before (main %s)." % (
-                    self.name, previous, systemd_show.process_phrase(main)))
+            self.problems.append("the restart did not happen: %s still runs invocation %s, the same as before (main %s)." % (
+                self.name, previous, self.main_phrase()))
 
     def check_listener(self, port, unit_running):
-        sockets = procfs.listening_sockets(port=port)
-        owners = procfs.socket_owners([entry["inode"] for entry in sockets], pids=self.pids)
+        """(the listener to show, every listener) on ``port``; each process outside the unit is a stray, named once
+        however many sockets (IPv4 and IPv6) it holds."""
         listeners = []
-        outside_addresses = {}
-        for entry in sockets:
-            base = {"port": port, "address": entry["address"], "family": entry["family"]}
-            if not owners[entry["inode"]]:
-                listeners.append(dict(base, pid=None, cmdline=None, started_at=None, cgroup=None, in_unit=False))
+        outside = {}
+        for entry in procfs.port_listeners(port, pids=self.other_pids):
+            endpoint = {"port": port, "address": entry["address"], "family": entry["family"]}
+            if not entry["pids"]:
+                listeners.append(dict(endpoint, in_unit=False, **_INVISIBLE_HOLDER))
                 self.problems.append(
                     "port %d (%s) is held by socket inode %d whose process is not visible in /proc (another PID namespace, "
                     "or /proc not readable: run as root with CAP_SYS_PTRACE), so nothing proves %s serves it."
                     % (port, entry["address"], entry["inode"], self.name))
-                continue
-            for pid in owners[entry["inode"]]:
+            for pid in entry["pids"]:
                 facts = self.describe(pid)
-                listeners.append(dict(base, **facts))
+                listeners.append(dict(endpoint, **facts))
                 if not facts["in_unit"]:
-                    outside_addresses.setdefault(pid, (facts, []))[1].append(entry["address"])
-        # One stray and one sentence per process, however many sockets (IPv4 and IPv6) it holds on the port.
-        for pid, (facts, addresses) in sorted(outside_addresses.items()):
-            self.add_stray(facts, "listens on port %d (%s) outside %s" % (port, ", ".join(addresses), self.name))
-            self.problems.append(
-                "port %d is held by %s, which is outside %s (cgroup %s). A server started by hand (nohup?) is answering "
-                "instead of the unit. %s" % (
-                    port, systemd_show.process_phrase(facts), self.name, facts["cgroup"] or "unknown", systemd_show.STOP_ADVICE % pid))
+                    outside.setdefault(pid, (facts, []))[1].append(entry["address"])
+        for pid, (facts, addresses) in sorted(outside.items()):
+            self.report_stray(facts, "listens on port %d (%s) outside %s" % (port, ", ".join(addresses), self.name),
+                              PORT_HOLDER_PROBLEM, port=port)
         if not listeners and unit_running:
             self.problems.append(
                 "nothing listens on TCP port %d although %s is active (MainPID %s): the server is still loading, crashed in a "
                 "worker, or listens on another port. Read the unit's current log." % (port, self.name, self.unit["main_pid"]))
-        outside = [entry for entry in listeners if not entry["in_unit"]]
-        primary = (outside or listeners or [None])[0]
+        primary = ([entry for entry in listeners if not entry["in_unit"]] or listeners or [None])[0]
         return primary, listeners
 
     def check_gpus(self, patterns, allow_strays):
+        """(the device nodes found, every process holding one); holders outside the unit are strays."""
         devices = find_gpu_devices(patterns)
-        holders = procfs.processes_holding(devices.keys(), pids=self.pids)
         held = {}
-        for holder in holders:
-            paths = held.setdefault(holder["pid"], [])
+        for holder in procfs.processes_holding(devices.keys(), pids=self.other_pids):
             path = devices[holder["identity"]]
+            paths = held.setdefault(holder["pid"], [])
             if path not in paths:
                 paths.append(path)
         gpu_processes = []
         for pid in sorted(held):
-            facts = self.describe(pid)
-            facts["devices"] = held[pid]
+            facts = dict(self.describe(pid), devices=held[pid])
             gpu_processes.append(facts)
-            if facts["in_unit"]:
-                continue
-            self.add_stray(facts, "holds %s outside %s" % (", ".join(held[pid]), self.name))
-            if not allow_strays:
-                self.problems.append(
-                    "%s holds %s but is outside %s (cgroup %s): it takes GPU memory the server needs (a leftover server or "
-                    "worker?). %s" % (
-                        systemd_show.process_phrase(facts), ", ".join(held[pid]), self.name, facts["cgroup"] or "unknown",
-                        systemd_show.STOP_ADVICE % pid))
+            if not facts["in_unit"]:
+                nodes = ", ".join(held[pid])
+                self.report_stray(facts, "holds %s outside %s" % (nodes, self.name),
+                                  None if allow_strays else GPU_HOLDER_PROBLEM, devices=nodes)
         return sorted(set(devices.values())), gpu_processes
 
 
@@ -429,19 +404,10 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    name = systemd_show.unit_name(params["name"])
     if params["port"] is not None and not 0 < params["port"] < 65536:
         module.fail_json(msg="port must be between 1 and 65535, got %d" % params["port"])
-    if os.geteuid() != 0:
-        module.warn("not running as root: other users' processes cannot be inspected, so strays may go unseen; use become.")
-    try:
-        unit = systemd_show.show_unit(module.run_command, name)
-    except systemd_show.SystemdError as exc:
-        module.fail_json(msg="cannot ask systemd about %s: %s" % (name, exc), unit=None)
-
-    check = ServiceProvenance(unit)
-    result = dict(changed=False, unit=unit, deployment_id=None, listener=None, listeners=[], gpu_devices_found=[],
-                  gpu_processes=[], strays=[], problems=[])
+    check = ServiceProvenance(unit_check.load_unit(module, unseen="strays", unit=None))
+    result = dict(unit=check.unit, deployment_id=None, listener=None, listeners=[])
     running = check.unit_running()
     if running:
         result["deployment_id"] = check.check_deployment(params["deployment_id"])
@@ -449,11 +415,7 @@ def main():
     if params["port"] is not None:
         result["listener"], result["listeners"] = check.check_listener(params["port"], running)
     result["gpu_devices_found"], result["gpu_processes"] = check.check_gpus(params["gpu_devices"], params["allow_strays"])
-    result["strays"] = check.strays
-    result["problems"] = check.problems
-    if check.problems:
-        module.fail_json(msg=systemd_show.join_problems(check.problems), **result)
-    module.exit_json(**result)
+    check.finish(module, **result)
 
 
 if __name__ == "__main__":

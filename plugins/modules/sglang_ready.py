@@ -77,6 +77,7 @@ EXAMPLES = r"""
 - name: Show how long the start took
   ansible.builtin.debug:
     msg: "ready after {{ ready.elapsed_seconds }} s, noticed {{ ready.lag_after_ready_line_seconds }} s after the ready line"
+  when: ready.lag_after_ready_line_seconds is defined
 """
 
 RETURN = r"""
@@ -116,12 +117,14 @@ port_holders:
   elements: dict
   sample: [{"pid": 4242, "cmdline": "python3 -m sglang.launch_server --port 30000", "comm": "python3", "started_at": "2026-11-29T19:40:02Z"}]
 log_file:
-  description: The log file of the current invocation (C(current.log) resolved).
-  returned: when the current invocation's log was found
+  description: The log file of the current invocation (C(current.log) resolved); null while it has not been found.
+  returned: always
   type: str
   sample: /var/log/llmops-serving/qwen36/20261129T194437Z-d6f816684930476185a4fb81181a8c54.log
 unit:
-  description: The unit's state at the last poll (name, active_state, sub_state, result, main_pid, invocation_id, ...).
+  description:
+    - The unit's state at the last poll (name, active_state, sub_state, result, main_pid, invocation_id, ...).
+    - Empty when systemd could not be asked at the first poll.
   returned: always
   type: dict
 last_lines:
@@ -130,9 +133,17 @@ last_lines:
   type: list
   elements: str
 startup_error:
-  description: The decisive startup error line and its kind (oom_hybrid, cuda_oom, nccl), when one was seen.
+  description: The decisive startup error line and its kind, when one was seen.
   returned: on failure from a startup error
   type: dict
+  contains:
+    kind:
+      description: C(oom_hybrid), C(cuda_oom) or C(nccl).
+      type: str
+      sample: oom_hybrid
+    line:
+      description: The log line.
+      type: str
 """
 
 import os
@@ -146,6 +157,7 @@ from ansible_collections.llmops.serving.plugins.module_utils import log_header
 from ansible_collections.llmops.serving.plugins.module_utils import procfs
 from ansible_collections.llmops.serving.plugins.module_utils import readiness
 from ansible_collections.llmops.serving.plugins.module_utils import systemd_show
+from ansible_collections.llmops.serving.plugins.module_utils import unit_check
 
 
 def _health(url, timeout):
@@ -178,9 +190,104 @@ def _port_holders(port):
     """Processes listening on ``port`` in this network namespace (the unit is down: none of them is the unit's)."""
     if port is None:
         return []
-    inodes = [entry["inode"] for entry in procfs.listening_sockets(port=port)]
-    pids = sorted(set(pid for owners in procfs.socket_owners(inodes).values() for pid in owners))
+    pids = sorted(set(pid for entry in procfs.port_listeners(port) for pid in entry["pids"]))
     return [procfs.describe_process(pid) for pid in pids]
+
+
+class ReadyWait:
+    """One wait for the unit's current invocation: what the last poll saw, and how the wait ends."""
+
+    def __init__(self, module):
+        params = module.params
+        self.module = module
+        self.unit_name = systemd_show.unit_name(params["name"])
+        self.log_path = params["log_path"]
+        if os.path.isdir(self.log_path):
+            self.log_path = os.path.join(self.log_path, "current.log")
+        self.url = params["url"]
+        self.health_url = self.url.rstrip("/") + params["health_path"]
+        self.previous_invocation_id = params["previous_invocation_id"]
+        self.timeout = params["timeout"]
+        self.interval = max(0.05, params["poll_interval"])
+        self.tail_lines = params["tail_lines"]
+        self.started = time.monotonic()
+        self.deadline = self.started + max(0.0, self.timeout)
+        self.polls = 0
+        self.watch = None
+        self.ready_before_wait = False
+        self.waiting_for = "the first poll"
+        self.result = dict(changed=False, ready=False, elapsed_seconds=0.0, unit={}, last_lines=[], log_file=None)
+
+    def poll(self):
+        """Read the unit and the new lines of its current invocation's log; return the unit's readiness state."""
+        self.result["elapsed_seconds"] = round(time.monotonic() - self.started, 3)
+        unit = unit_check.load_unit(self.module, **self.result)
+        state, self.waiting_for = readiness.unit_verdict(unit, self.previous_invocation_id)
+        self.follow_log(unit.get("invocation_id"), state)
+        if self.watch is not None:
+            self.watch.read_new()
+        self.polls += 1
+        self.result = dict(changed=False, ready=False, elapsed_seconds=round(time.monotonic() - self.started, 3), unit=unit,
+                           last_lines=list(self.watch.last_lines) if self.watch else [],
+                           log_file=self.watch.path if self.watch else None)
+        return state
+
+    def follow_log(self, invocation, state):
+        """Watch the log of the unit's latest invocation (also when it already exited, to quote why)."""
+        if not invocation or invocation == self.previous_invocation_id:
+            return
+        if self.watch is not None and self.watch.invocation_id == invocation:
+            return
+        resolved, summary = _current_header(self.log_path)
+        if ((summary or {}).get("header") or {}).get("invocation_id") != invocation:
+            self.watch = None
+            if state == readiness.WAITING:
+                self.waiting_for = "the log of invocation %s (the launcher has not switched %s yet)" % (invocation, self.log_path)
+            return
+        self.watch = readiness.LogWatch(resolved, summary["offset"], keep_lines=self.tail_lines, invocation_id=invocation)
+        if self.polls == 0:  # the first poll: what the log says already was there before the wait
+            self.watch.read_new()
+            self.ready_before_wait = self.watch.ready_line is not None
+
+    def fail(self, msg, **facts):
+        self.module.fail_json(msg=msg, **dict(self.result, **facts))
+
+    def quoted_lines(self, none="(none)"):
+        """``Last lines of <log>:`` and those lines (``none`` when there are none), for a failure message."""
+        where = self.watch.path if self.watch else self.log_path
+        return "Last lines of %s:\n  %s" % (where, "\n  ".join(self.result["last_lines"]) or none)
+
+    def fail_on_startup_error(self):
+        if self.watch is not None and self.watch.fatal:
+            kind, line = self.watch.fatal
+            self.fail("%s failed to start: its log shows %s:\n  %s\n%s" % (self.unit_name, kind, line, self.quoted_lines(none="")),
+                      startup_error={"kind": kind, "line": line})
+
+    def fail_unit_down(self):
+        # A server that answers on the port while the unit is down is the incident's stray: name it first.
+        port = _port_of(self.url)
+        holders = _port_holders(port)
+        self.fail("%s%s. %s" % (self.waiting_for, readiness.describe_port_holders(holders, port),
+                                self.quoted_lines(none="(no log of this invocation)")), port_holders=holders)
+
+    def exit_when_ready(self):
+        """Exit when the log says ready and /health answers 200; else say what the wait is for."""
+        if self.watch is None or not self.watch.ready_line:
+            return
+        code = _health(self.health_url, timeout=min(5.0, max(1.0, self.interval * 4)))
+        if code != 200:
+            self.waiting_for = "%s to answer 200 (the log says ready, /health answered %s)" % (self.health_url, code)
+            return
+        result = dict(self.result, ready=True, ready_line=self.watch.ready_line, ready_before_wait=self.ready_before_wait)
+        line_time = readiness.line_epoch(self.watch.ready_line)
+        if line_time is not None and not self.ready_before_wait:
+            result["lag_after_ready_line_seconds"] = round(time.time() - line_time, 3)
+        self.module.exit_json(**result)
+
+    def fail_on_timeout(self):
+        if time.monotonic() >= self.deadline:
+            self.fail("%s was not ready after %.0f s: still waiting for %s. %s" % (
+                self.unit_name, self.timeout, self.waiting_for, self.quoted_lines()))
 
 
 def main():
@@ -197,79 +304,15 @@ def main():
         ),
         supports_check_mode=True,
     )
-    params = module.params
-    unit_name = systemd_show.unit_name(params["name"])
-    log_path = params["log_path"]
-    if os.path.isdir(log_path):
-        log_path = os.path.join(log_path, "current.log")
-    health_url = params["url"].rstrip("/") + params["health_path"]
-    interval = max(0.05, params["poll_interval"])
-
-    started = time.monotonic()
-    deadline = started + max(0.0, params["timeout"])
-    watch = None
-    unit = {}
-    waiting_for = "the first poll"
-    first_poll = True
-    ready_before_wait = False
+    wait = ReadyWait(module)
     while True:
-        try:
-            unit = systemd_show.show_unit(module.run_command, unit_name)
-        except systemd_show.SystemdError as exc:
-            module.fail_json(msg="cannot ask systemd about %s: %s" % (unit_name, exc), ready=False,
-                             elapsed_seconds=round(time.monotonic() - started, 3), unit={}, last_lines=[])
-        state, waiting_for = readiness.unit_verdict(unit, params["previous_invocation_id"])
-        invocation = unit.get("invocation_id")
-        # Follow the log of the unit's latest invocation (also when it already exited, to quote why).
-        if invocation and invocation != params["previous_invocation_id"] and (watch is None or watch.invocation_id != invocation):
-            resolved, summary = _current_header(log_path)
-            header = (summary or {}).get("header") or {}
-            if header.get("invocation_id") == invocation:
-                watch = readiness.LogWatch(resolved, summary["offset"], keep_lines=params["tail_lines"], invocation_id=invocation)
-                if first_poll:
-                    watch.read_new()
-                    ready_before_wait = watch.ready_line is not None
-            else:
-                watch = None
-                if state == readiness.WAITING:
-                    waiting_for = "the log of invocation %s (the launcher has not switched %s yet)" % (invocation, log_path)
-        first_poll = False
-
-        if watch is not None:
-            watch.read_new()
-        last_lines = list(watch.last_lines) if watch else []
-        elapsed = round(time.monotonic() - started, 3)
-        result = dict(changed=False, ready=False, elapsed_seconds=elapsed, unit=unit, last_lines=last_lines,
-                      log_file=watch.path if watch else None)
-
-        if watch is not None and watch.fatal:
-            kind, line = watch.fatal
-            result["startup_error"] = {"kind": kind, "line": line}
-            module.fail_json(msg="%s failed to start: its log shows %s:\n  %s\nLast lines of %s:\n  %s"
-                             % (unit_name, kind, line, watch.path, "\n  ".join(last_lines)), **result)
+        state = wait.poll()
+        wait.fail_on_startup_error()
         if state == readiness.FAILED:
-            where = watch.path if watch else log_path
-            # A server that answers on the port while the unit is down is the incident's stray: name it first.
-            holders = _port_holders(_port_of(params["url"]))
-            result["port_holders"] = holders
-            module.fail_json(msg="%s%s. Last lines of %s:\n  %s" % (waiting_for, readiness.describe_port_holders(holders, _port_of(params["url"])),
-                                                                    where, "\n  ".join(last_lines) or "(no log of this invocation)"),
-                             **result)
-        if watch is not None and watch.ready_line:
-            code = _health(health_url, timeout=min(5.0, max(1.0, interval * 4)))
-            if code == 200:
-                result.update(ready=True, ready_line=watch.ready_line, ready_before_wait=ready_before_wait)
-                line_time = readiness.line_epoch(watch.ready_line)
-                if line_time is not None and not ready_before_wait:
-                    result["lag_after_ready_line_seconds"] = round(time.time() - line_time, 3)
-                module.exit_json(**result)
-            waiting_for = "%s to answer 200 (the log says ready, /health answered %s)" % (health_url, code)
-
-        if time.monotonic() >= deadline:
-            module.fail_json(msg="%s was not ready after %.0f s: still waiting for %s. Last lines of %s:\n  %s"
-                             % (unit_name, params["timeout"], waiting_for, watch.path if watch else log_path,
-                                "\n  ".join(last_lines) or "(none)"), **result)
-        time.sleep(interval)
+            wait.fail_unit_down()
+        wait.exit_when_ready()
+        wait.fail_on_timeout()
+        time.sleep(wait.interval)
 
 
 if __name__ == "__main__":

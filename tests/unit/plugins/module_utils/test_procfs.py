@@ -14,76 +14,14 @@ import stat
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import procfs
+from ansible_collections.llmops.serving.tests.unit.fakes import (
+    HEX_V4_ANY, HEX_V4_LOOPBACK, HEX_V6_ANY, HEX_V6_LOOPBACK, HEX_V6_MAPPED_LOOPBACK, TCP6_HEADER, TCP_HEADER, FakeProc, stat_line,
+    tcp_row, vanish_mid_scan)
 
-# Header lines as this machine's kernel prints them (Linux, observed with cat /proc/net/tcp{,6}).
-TCP_HEADER = ("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode"
-              "                                                     ")
-TCP6_HEADER = ("  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when"
-               " retrnsmt   uid  timeout inode")
 # Verbatim example entry (an ESTABLISHED socket, state 01) from the kernel's documentation,
 # https://www.kernel.org/doc/Documentation/networking/proc_net_tcp.rst (the three parts of the example, joined).
 KERNEL_DOC_ESTABLISHED = ("   46: 010310AC:9C4C 030310AC:1770 01 00000150:00000000 01:00000019 00000000  1000        0 54165785 "
                           "4 cd1e6040 25 4 27 3 -1")
-
-# Addresses as the kernel prints them on a little-endian machine (each 32-bit word byte-reversed).
-HEX_V4_ANY = "00000000"
-HEX_V4_LOOPBACK = "0100007F"
-HEX_V6_ANY = "0" * 32
-HEX_V6_LOOPBACK = "00000000000000000000000001000000"
-HEX_V6_MAPPED_LOOPBACK = "0000000000000000FFFF00000100007F"
-
-
-def tcp_row(slot, local_hex, port, inode, state="0A", uid=0, remote_hex=None, remote_port=0):
-    """One line laid out like tcp4_seq_show/tcp6_seq_show's seq_printf (widths as the kernel prints them)."""
-    remote_hex = remote_hex or "0" * len(local_hex)
-    return ("%4d: %s:%04X %s:%04X %s 00000000:00000000 00:00000000 00000000 %5d        0 %d 1 0000000000000000 100 0 0 10 0"
-            % (slot, local_hex, port, remote_hex, remote_port, state, uid, inode))
-
-
-def stat_line(pid, comm, starttime, ppid=1, state="S"):
-    """A /proc/<pid>/stat line: fields 1-2, then 3..52 with starttime as field 22."""
-    fields = [state, str(ppid), str(pid), str(pid), "0", "-1", "4194560", "1000", "0", "0", "0", "50", "10", "0", "0",
-              "20", "0", "1", "0", str(starttime), "123456789", "2000"] + ["0"] * 30
-    return "%d (%s) %s\n" % (pid, comm, " ".join(fields))
-
-
-class FakeProc:
-    """A /proc tree in a temporary directory, in the kernel's formats."""
-
-    def __init__(self, root, btime=1795980000):
-        self.root = root
-        (root / "net").mkdir(parents=True)
-        self.btime = btime
-        (root / "stat").write_text("cpu  10 0 10 100 0 0 0 0 0 0\nintr 1 2\nctxt 100\nbtime %d\nprocesses 50\n" % btime)
-
-    def set_net(self, tcp_rows=(), tcp6_rows=None):
-        (self.root / "net" / "tcp").write_text("\n".join([TCP_HEADER] + list(tcp_rows)) + "\n")
-        if tcp6_rows is not None:
-            (self.root / "net" / "tcp6").write_text("\n".join([TCP6_HEADER] + list(tcp6_rows)) + "\n")
-
-    def add_process(self, pid, argv, cgroup_path="/user.slice/user-0.slice/session-1.scope", starttime=500, comm=None,
-                    environ=None, fds=None, cgroup_text=None):
-        """fds: {fd: target} where target is a link text ("socket:[N]", a path) or (path, octal flags text)."""
-        base = self.root / str(pid)
-        (base / "fd").mkdir(parents=True)
-        (base / "fdinfo").mkdir()
-        (base / "cmdline").write_bytes(b"".join(arg.encode() + b"\0" for arg in argv))
-        (base / "stat").write_text(stat_line(pid, comm or os.path.basename(argv[0])[:15] if argv else comm or "kworker", starttime))
-        if cgroup_text is None:
-            cgroup_text = ("12:pids:/\n5:devices:%s\n1:name=systemd:%s\n0::%s\n" % (cgroup_path, cgroup_path, cgroup_path))
-        (base / "cgroup").write_text(cgroup_text)
-        environ = environ or {}
-        (base / "environ").write_bytes(b"".join(("%s=%s" % item).encode() + b"\0" for item in environ.items()))
-        for fd, target in (fds or {}).items():
-            flags = "0100002"
-            if isinstance(target, tuple):
-                target, flags = target
-            os.symlink(str(target), str(base / "fd" / str(fd)))
-            (base / "fdinfo" / str(fd)).write_text("pos:\t0\nflags:\t%s\nmnt_id:\t24\nino:\t1\n" % flags)
-        return base
-
-    def start_iso(self, starttime):
-        return procfs.iso_utc(self.btime + starttime / float(os.sysconf("SC_CLK_TCK")))
 
 
 @pytest.fixture
@@ -261,6 +199,19 @@ def test_socket_owners_maps_inodes_to_all_holders(fake_proc):
     assert procfs.parse_socket_link("/tmp/socket:[12]") is None
 
 
+def test_port_listeners_names_the_holders_of_each_socket(fake_proc):
+    fake_proc.set_net([tcp_row(0, HEX_V4_ANY, 30000, 5001), tcp_row(1, HEX_V4_LOOPBACK, 22, 5002)],
+                      [tcp_row(0, HEX_V6_ANY, 30000, 6001)])
+    fake_proc.add_process(100, ["server"], fds={3: "socket:[5001]"})
+    fake_proc.add_process(101, ["forked-worker"], fds={3: "socket:[5001]"})
+    fake_proc.add_process(102, ["sshd"], fds={3: "socket:[5002]"})
+    found = procfs.port_listeners(30000, str(fake_proc.root))
+    # The IPv6 socket's holder is not visible (another PID namespace): no PIDs, still listed.
+    assert [(s["address"], s["inode"], s["pids"]) for s in found] == [("0.0.0.0", 5001, [100, 101]), ("::", 6001, [])]
+    assert [s["pids"] for s in procfs.port_listeners(30000, str(fake_proc.root), pids=[101, 102])] == [[101], []]
+    assert procfs.port_listeners(8080, str(fake_proc.root)) == []
+
+
 def test_pid_removed_between_listing_and_reading_is_skipped(fake_proc):
     fake_proc.add_process(100, ["server"], fds={3: "socket:[5001]"})
     # PIDs 200 and 300 were listed, then exited before their fds were read.
@@ -277,24 +228,8 @@ def test_vanishing_pid_and_fd_during_scan(fake_proc, monkeypatch):
     fake_proc.add_process(101, ["exiting"], fds={3: "socket:[5001]", 4: "socket:[5002]"})
     fake_proc.add_process(102, ["closing-an-fd"], fds={3: "socket:[5001]", 4: "socket:[5002]"})
     fake_proc.add_process(103, ["not-ours"], fds={3: "socket:[5002]"})
-    real_listdir, real_readlink = os.listdir, os.readlink
-
-    def listdir(path):
-        if str(path).endswith("/101/fd"):
-            raise FileNotFoundError(2, "No such file or directory", str(path))
-        if str(path).endswith("/103/fd"):
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_listdir(path)
-
-    def readlink(path, *args, **kwargs):
-        if str(path).endswith("/102/fd/4"):
-            raise FileNotFoundError(2, "No such file or directory", str(path))
-        if str(path).endswith("/102/fd/3"):
-            raise ProcessLookupError(3, "No such process")
-        return real_readlink(path, *args, **kwargs)
-
-    monkeypatch.setattr(procfs.os, "listdir", listdir)
-    monkeypatch.setattr(procfs.os, "readlink", readlink)
+    vanish_mid_scan(monkeypatch, listdir={"/101/fd": FileNotFoundError, "/103/fd": PermissionError},
+                    readlink={"/102/fd/4": FileNotFoundError, "/102/fd/3": ProcessLookupError})
     assert procfs.socket_owners([5001, 5002], str(fake_proc.root)) == {5001: [100], 5002: []}
 
 

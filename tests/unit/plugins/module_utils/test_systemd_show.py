@@ -12,7 +12,7 @@ import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import procfs
 from ansible_collections.llmops.serving.plugins.module_utils import systemd_show
-from ansible_collections.llmops.serving.tests.unit.plugins.module_utils.test_procfs import FakeProc
+from ansible_collections.llmops.serving.tests.unit.fakes import CONTROL_GROUP, UNIT, FakeSystemctl, show_text
 
 # Verbatim start of `sudo systemctl show systemd-logind` posted in https://github.com/systemd/systemd/issues/16051
 # (systemd 245, local zone CEST, a unit that failed: MainPID=0, Result=timeout, NRestarts=5).
@@ -55,30 +55,6 @@ start_time=[Wed 2020-06-03 16:53:40 CEST] ; stop_time=[Wed 2020-06-03 16:53:41 C
 Slice=system.slice
 """
 
-UNIT = "sglang-qwen36.service"
-CONTROL_GROUP = "/system.slice/sglang-qwen36.service"
-
-
-def active_show(**overrides):
-    """`systemctl show --property=...` text for an active unit, in the order systemctl prints the asked properties."""
-    values = {
-        "Id": UNIT, "LoadState": "loaded", "ActiveState": "active", "SubState": "running", "Result": "success",
-        "MainPID": "4711", "InvocationID": "6f1c3e0b9a8d4c2e8f7a6b5c4d3e2f10",
-        "ExecMainStartTimestamp": "Sun 2026-11-29 19:45:01 UTC", "ControlGroup": CONTROL_GROUP, "NRestarts": "0",
-    }
-    values.update(overrides)
-    return "".join("%s=%s\n" % item for item in values.items())
-
-
-class FakeRunCommand:
-    def __init__(self, rc=0, stdout="", stderr=""):
-        self.reply = (rc, stdout, stderr)
-        self.calls = []
-
-    def __call__(self, args, environ_update=None):
-        self.calls.append((list(args), dict(environ_update or {})))
-        return self.reply
-
 
 def test_parse_show_output_keeps_equals_signs_in_values():
     parsed = systemd_show.parse_show_output(LOGIND_SHOW)
@@ -119,7 +95,7 @@ def test_iso_utc():
 
 
 def test_show_unit_asks_for_the_properties_in_utc():
-    run = FakeRunCommand(stdout=active_show())
+    run = FakeSystemctl(show_text())
     unit = systemd_show.show_unit(run, UNIT)
     args, environ = run.calls[0]
     assert args[:2] == ["systemctl", "show"] and args[-2:] == ["--", UNIT]
@@ -136,20 +112,20 @@ def test_show_unit_asks_for_the_properties_in_utc():
 
 def test_show_unit_of_a_missing_unit():
     # What systemctl prints for a name it does not know: rc 0, LoadState=not-found, empty timestamps.
-    run = FakeRunCommand(stdout=active_show(Id="nope.service", LoadState="not-found", ActiveState="inactive", SubState="dead",
-                                            MainPID="0", InvocationID="", ExecMainStartTimestamp="", ControlGroup=""))
+    run = FakeSystemctl(show_text(Id="nope.service", LoadState="not-found", ActiveState="inactive", SubState="dead",
+                                  MainPID="0", InvocationID="", ExecMainStartTimestamp="", ControlGroup=""))
     unit = systemd_show.show_unit(run, "nope.service")
     assert (unit["load_state"], unit["main_pid"], unit["exec_main_start_timestamp"]) == ("not-found", 0, None)
 
 
 def test_show_unit_errors_are_explained():
     with pytest.raises(systemd_show.SystemdError, match="rc=1.*Failed to connect to bus"):
-        systemd_show.show_unit(FakeRunCommand(rc=1, stderr="Failed to connect to bus: No such file or directory\n"), UNIT)
+        systemd_show.show_unit(FakeSystemctl((1, "", "Failed to connect to bus: No such file or directory\n")), UNIT)
     with pytest.raises(systemd_show.SystemdError, match="no ActiveState"):
-        systemd_show.show_unit(FakeRunCommand(stdout="hello\n"), UNIT)
+        systemd_show.show_unit(FakeSystemctl("hello\n"), UNIT)
     # The verbatim logind sample is in CEST: refused rather than silently misplaced by two hours.
     with pytest.raises(systemd_show.SystemdError, match="not in UTC"):
-        systemd_show.show_unit(FakeRunCommand(stdout=LOGIND_SHOW + "ActiveState=failed\n"), "systemd-logind.service")
+        systemd_show.show_unit(FakeSystemctl(LOGIND_SHOW + "ActiveState=failed\n"), "systemd-logind.service")
 
 
 @pytest.mark.parametrize("cgroup_text, member", [
@@ -180,23 +156,7 @@ def test_systemd_cgroup_path_prefers_name_systemd():
     assert systemd_show.systemd_cgroup_path(None) is None
 
 
-def test_describe_member_and_phrase(tmp_path):
-    fake = FakeProc(tmp_path / "proc")
-    fake.add_process(4711, ["/opt/sglang/bin/python", "-m", "sglang.launch_server"], cgroup_path=CONTROL_GROUP, starttime=100)
-    fake.add_process(4242, ["python3", "-m", "http.server", "30000"], starttime=200)
-    inside = systemd_show.describe_member(4711, CONTROL_GROUP, str(fake.root))
-    outside = systemd_show.describe_member(4242, CONTROL_GROUP, str(fake.root))
-    assert (inside["in_unit"], inside["cgroup"]) == (True, CONTROL_GROUP)
-    assert (outside["in_unit"], outside["cgroup"]) == (False, "/user.slice/user-0.slice/session-1.scope")
-    assert systemd_show.process_phrase(outside) == "PID 4242 (python3 -m http.server 30000, started %s)" % fake.start_iso(200)
-    gone = systemd_show.describe_member(9, CONTROL_GROUP, str(fake.root))
-    assert (gone["in_unit"], gone["cgroup"]) == (False, None)
-    assert systemd_show.process_phrase(gone) == "PID 9 (command line unreadable)"
-
-
-def test_unit_name_and_join_problems():
+def test_unit_name():
     assert systemd_show.unit_name("sglang-qwen36") == "sglang-qwen36.service"
     assert systemd_show.unit_name("sglang-qwen36.service") == "sglang-qwen36.service"
     assert systemd_show.unit_name("session-3.scope") == "session-3.scope"
-    assert systemd_show.join_problems(["a."]) == "a."
-    assert systemd_show.join_problems(["a.", "b."]) == "a. ALSO: b."

@@ -9,23 +9,17 @@ from __future__ import annotations
 import datetime
 import os
 import time
-from unittest import mock
 
 import pytest
-from ansible.module_utils import basic
 
 from ansible_collections.llmops.serving.plugins.module_utils import procfs
 from ansible_collections.llmops.serving.plugins.modules import log_provenance
-from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
-from ansible_collections.llmops.serving.tests.unit.plugins.module_utils.test_procfs import FakeProc
+from ansible_collections.llmops.serving.tests.unit.fakes import (
+    CONTROL_GROUP, INVOCATION, MAIN_PID, UNIT, FakeProc, FakeSystemctl, show_text, vanish_mid_scan)
 
-UNIT = "sglang-qwen36.service"
-CONTROL_GROUP = "/system.slice/sglang-qwen36.service"
 SESSION = "/user.slice/user-0.slice/session-3.scope"
 DEPLOYMENT = "3f" * 32
-INVOCATION = "6f1c3e0b9a8d4c2e8f7a6b5c4d3e2f10"
 OLD_INVOCATION = "0badc0de0badc0de0badc0de0badc0de"
-MAIN_PID = 4711
 # Verbatim line from https://github.com/sgl-project/sglang/pull/22331
 DECODE_TP0 = ("[2026-04-08 14:05:21 TP0] Decode batch, #running-req: 5, #token: 20800, token usage: 0.29, cuda graph: True, "
               "gen throughput (token/s): 144.95, #queue-req: 0")
@@ -50,11 +44,7 @@ class Target:
         self.logs.mkdir(parents=True)
         monkeypatch.setattr(procfs, "PROC_ROOT", str(self.proc.root))
         self.start = time.time() - 60
-        self.values = {
-            "Id": UNIT, "LoadState": "loaded", "ActiveState": "active", "SubState": "running", "Result": "success",
-            "MainPID": str(MAIN_PID), "InvocationID": INVOCATION, "ExecMainStartTimestamp": systemd_time(self.start),
-            "ControlGroup": CONTROL_GROUP, "NRestarts": "0",
-        }
+        self.show_overrides = {"ExecMainStartTimestamp": systemd_time(self.start)}
         self.current = self.write_log("20261129T194501Z-%s.log" % INVOCATION, header(), [DECODE_TP0])
         self.old = self.write_log("20261129T180000Z-%s.log" % OLD_INVOCATION, header(OLD_INVOCATION, 1234), ["[2026-11-29 18:30:00] old"],
                                   mtime=self.start - 3600)
@@ -80,18 +70,8 @@ class Target:
                               fds={1: (output, APPEND_WRITE), 2: (output, APPEND_WRITE)})
 
     def run(self, **args):
-        params = {"name": UNIT, "path": str(self.logs / "current.log"), "deployment_id": DEPLOYMENT}
-        params.update(args)
-        params = dict((key, value) for key, value in params.items() if value is not None)
-        show = "".join("%s=%s\n" % item for item in self.values.items())
-
-        def run_command(module, cmd, **kwargs):
-            if list(cmd[:2]) != ["systemctl", "show"]:
-                raise AssertionError("unexpected command %r" % (cmd,))
-            return 0, show, ""
-
-        with mock.patch.object(basic.AnsibleModule, "run_command", run_command):
-            return run_module(log_provenance.main, params, check_mode=True)
+        params = dict({"name": UNIT, "path": str(self.logs / "current.log"), "deployment_id": DEPLOYMENT}, **args)
+        return FakeSystemctl(show_text(**self.show_overrides)).run_module(log_provenance.main, params, check_mode=True)
 
 
 @pytest.fixture
@@ -237,12 +217,21 @@ def test_output_not_going_to_a_file(target):
 
 
 def test_unit_not_running(target):
-    target.values.update(ActiveState="inactive", SubState="dead", MainPID="0")
+    target.show_overrides.update(ActiveState="inactive", SubState="dead", MainPID="0")
     result, failed = target.run()
     assert failed
     assert result["msg"].startswith("sglang-qwen36.service is not running (LoadState=loaded, ActiveState=inactive, SubState=dead, MainPID=0)")
     # The file's facts still come back.
     assert result["header"]["invocation_id"] == INVOCATION and result["main_pid_output"] is None
+
+
+def test_systemctl_failure(target):
+    result, failed = FakeSystemctl((1, "", "Failed to connect to bus: No such file or directory\n")).run_module(
+        log_provenance.main, {"name": "sglang-qwen36", "path": str(target.logs / "current.log")}, check_mode=True)
+    assert failed
+    assert result["msg"].startswith("cannot ask systemd about sglang-qwen36.service: systemctl show")
+    assert result["msg"].endswith("Failed to connect to bus: No such file or directory")
+    assert result["unit"] is None
 
 
 def test_path_missing(target):
@@ -265,14 +254,7 @@ def test_main_pid_fd_unreadable(target):
 def test_pids_vanishing_mid_scan(target, monkeypatch):
     target.server()
     target.proc.add_process(4242, ["gone"], cgroup_path=SESSION, fds={3: (target.current, "0102001")})
-    real_listdir = os.listdir
-
-    def listdir(path):
-        if str(path).endswith("/4242/fd"):
-            raise ProcessLookupError(3, "No such process")
-        return real_listdir(path)
-
-    monkeypatch.setattr(procfs.os, "listdir", listdir)
+    vanish_mid_scan(monkeypatch, listdir={"/4242/fd": ProcessLookupError})
     result, failed = target.run()
     assert not failed, result.get("msg")
 
@@ -299,16 +281,8 @@ def real_server(tmp_path):
 
 
 def run_against_real_proc(main_pid, path):
-    show = "".join("%s=%s\n" % item for item in {
-        "Id": UNIT, "LoadState": "loaded", "ActiveState": "active", "SubState": "running", "Result": "success",
-        "MainPID": str(main_pid), "InvocationID": INVOCATION, "ExecMainStartTimestamp": systemd_time(time.time() - 30),
-        "ControlGroup": CONTROL_GROUP, "NRestarts": "0"}.items())
-
-    def run_command(module, cmd, **kwargs):
-        return 0, show, ""
-
-    with mock.patch.object(basic.AnsibleModule, "run_command", run_command):
-        return run_module(log_provenance.main, {"name": UNIT, "path": path}, check_mode=True)
+    systemctl = FakeSystemctl(show_text(MainPID=str(main_pid), ExecMainStartTimestamp=systemd_time(time.time() - 30)))
+    return systemctl.run_module(log_provenance.main, {"name": UNIT, "path": path}, check_mode=True)
 
 
 def test_real_proc_inode_match_and_writer_outside_the_unit(real_server):

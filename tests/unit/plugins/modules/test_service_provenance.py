@@ -8,36 +8,21 @@ from __future__ import annotations
 
 import json
 import os
-from unittest import mock
 
 import pytest
-from ansible.module_utils import basic
 
 from ansible_collections.llmops.serving.plugins.module_utils import procfs
+from ansible_collections.llmops.serving.plugins.module_utils import unit_check
 from ansible_collections.llmops.serving.plugins.modules import service_provenance
-from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
-from ansible_collections.llmops.serving.tests.unit.plugins.module_utils.test_procfs import (
-    FakeProc, HEX_V4_ANY, HEX_V6_ANY, HEX_V6_MAPPED_LOOPBACK, tcp_row)
+from ansible_collections.llmops.serving.tests.unit.fakes import (
+    CONTROL_GROUP, HEX_V4_ANY, HEX_V6_ANY, HEX_V6_MAPPED_LOOPBACK, INVOCATION, MAIN_PID, UNIT, FakeProc, FakeSystemctl, show_text,
+    tcp_row, vanish_mid_scan)
 
-UNIT = "sglang-qwen36.service"
-CONTROL_GROUP = "/system.slice/sglang-qwen36.service"
 SESSION = "/user.slice/user-0.slice/session-3.scope"
 DEPLOYMENT = "3f" * 32
 OLD_DEPLOYMENT = "aa" * 32
-INVOCATION = "6f1c3e0b9a8d4c2e8f7a6b5c4d3e2f10"
 API_KEY = "sk-do-not-leak-0123456789"
-MAIN_PID = 4711
 STRAY_PID = 4242
-
-
-def show_text(**overrides):
-    values = {
-        "Id": UNIT, "LoadState": "loaded", "ActiveState": "active", "SubState": "running", "Result": "success",
-        "MainPID": str(MAIN_PID), "InvocationID": INVOCATION, "ExecMainStartTimestamp": "Sun 2026-11-29 19:45:01 UTC",
-        "ControlGroup": CONTROL_GROUP, "NRestarts": "0",
-    }
-    values.update(overrides)
-    return "".join("%s=%s\n" % item for item in values.items())
 
 
 class Target:
@@ -51,14 +36,15 @@ class Target:
             (self.dev / name).write_text("")
         self.gpu_globs = [str(self.dev / "nvidia[0-9]*"), str(self.dev / "nvidiactl"), str(self.dev / "nvidia-uvm")]
         monkeypatch.setattr(procfs, "PROC_ROOT", str(self.proc.root))
-        self.show = show_text()
-        self.calls = []
+        self.systemctl = FakeSystemctl(show_text())
 
-    def run_command(self, module, args, **kwargs):
-        self.calls.append(list(args))
-        if list(args[:2]) == ["systemctl", "show"]:
-            return 0, self.show, ""
-        raise AssertionError("unexpected command %r" % (args,))
+    @property
+    def show(self):
+        return self.systemctl.replies[0]
+
+    @show.setter
+    def show(self, text):
+        self.systemctl.replies = [text]
 
     def gpu(self, name):
         return str(self.dev / name)
@@ -79,15 +65,8 @@ class Target:
                               fds={3: "socket:[5009]"})
 
     def run(self, **args):
-        params = {"name": UNIT, "port": 30000, "deployment_id": DEPLOYMENT, "gpu_devices": self.gpu_globs}
-        params.update(args)
-        params = dict((key, value) for key, value in params.items() if value is not None)
-
-        def run_command(module, cmd, **kwargs):
-            return self.run_command(module, cmd, **kwargs)
-
-        with mock.patch.object(basic.AnsibleModule, "run_command", run_command):
-            return run_module(service_provenance.main, params, check_mode=True)
+        params = dict({"name": UNIT, "port": 30000, "deployment_id": DEPLOYMENT, "gpu_devices": self.gpu_globs}, **args)
+        return self.systemctl.run_module(service_provenance.main, params, check_mode=True)
 
 
 @pytest.fixture
@@ -110,7 +89,7 @@ def test_happy_path(target):
         (4791, True, [target.gpu("nvidia1"), target.gpu("nvidiactl"), target.gpu("nvidia-uvm")])]
     assert result["strays"] == [] and result["problems"] == []
     assert sorted(result["gpu_devices_found"]) == sorted(target.gpu(n) for n in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"))
-    assert target.calls == [["systemctl", "show", target.calls[0][2], "--", UNIT]]
+    assert target.systemctl.commands == [["systemctl", "show", target.systemctl.commands[0][2], "--", UNIT]]
 
 
 def test_secrets_from_environ_never_leave_the_module(target):
@@ -124,7 +103,7 @@ def test_bare_name_gets_service_suffix(target):
     target.healthy_server()
     result, failed = target.run(name="sglang-qwen36")
     assert not failed, result.get("msg")
-    assert target.calls[0][-1] == UNIT
+    assert target.systemctl.commands[0][-1] == UNIT
 
 
 def test_unit_not_loaded(target):
@@ -188,6 +167,9 @@ def test_listener_whose_owner_is_invisible(target):
     result, failed = target.run()
     assert failed
     assert result["msg"].startswith("port 30000 (0.0.0.0) is held by socket inode 8888 whose process is not visible in /proc")
+    assert result["listeners"][1] == {"port": 30000, "address": "0.0.0.0", "family": "ipv4", "pid": None, "cmdline": None,
+                                      "comm": None, "started_at": None, "cgroup": None, "in_unit": False}
+    assert set(result["listeners"][1]) == set(result["listeners"][0])
 
 
 def test_nothing_listens_while_the_unit_is_active(target):
@@ -261,34 +243,16 @@ def test_pids_vanishing_mid_scan(target, monkeypatch):
     target.healthy_server()
     # A worker that exits between the pid listing and the fd scan, and one whose fd closes between listdir and readlink.
     target.proc.add_process(6000, ["short-lived"], cgroup_path=SESSION, fds={3: "socket:[5001]", 4: target.gpu("nvidia0")})
-    real_listdir, real_readlink = os.listdir, os.readlink
-
-    def listdir(path):
-        if str(path).endswith("/6000/fd"):
-            raise FileNotFoundError(2, "No such file or directory", str(path))
-        return real_listdir(path)
-
-    def readlink(path, *args, **kwargs):
-        if str(path).endswith("/4791/fd/5"):
-            raise FileNotFoundError(2, "No such file or directory", str(path))
-        return real_readlink(path, *args, **kwargs)
-
-    monkeypatch.setattr(procfs.os, "listdir", listdir)
-    monkeypatch.setattr(procfs.os, "readlink", readlink)
+    vanish_mid_scan(monkeypatch, listdir={"/6000/fd": FileNotFoundError}, readlink={"/4791/fd/5": FileNotFoundError})
     result, failed = target.run()
     assert not failed, result.get("msg")
     assert [(p["pid"], len(p["devices"])) for p in result["gpu_processes"]] == [(4790, 3), (4791, 2)]
 
 
 def test_systemctl_failure(target):
-    target.show = None
-
-    def broken(module, args, **kwargs):
-        return 1, "", "System has not been booted with systemd as init system (PID 1). Can't operate.\n"
-
-    with mock.patch.object(basic.AnsibleModule, "run_command", broken):
-        result, failed = run_module(service_provenance.main, {"name": UNIT}, check_mode=True)
-    assert failed
+    target.show = (1, "", "System has not been booted with systemd as init system (PID 1). Can't operate.\n")
+    result, failed = target.run(port=None)
+    assert failed and result["unit"] is None
     assert result["msg"].startswith("cannot ask systemd about sglang-qwen36.service: systemctl show")
     assert "has not been booted with systemd" in result["msg"]
 
@@ -327,7 +291,7 @@ def test_real_proc_our_own_listener_is_a_stray(target, monkeypatch):
         server.listen(1)
         port = server.getsockname()[1]
         # The module leaves its own PID out of scans; here it runs inside this test's process, so switch that off.
-        monkeypatch.setattr(service_provenance.os, "getpid", lambda: -1)
+        monkeypatch.setattr(unit_check.os, "getpid", lambda: -1)
         target.show = show_text(ActiveState="inactive", SubState="dead", MainPID="0")
         result, failed = target.run(port=port, gpu_devices=[])
     assert failed

@@ -1,17 +1,20 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """sglang_ready against a real log file, a real HTTP /health on loopback, and a scripted `systemctl show`."""
 
 from __future__ import annotations
 
 import http.server
+import os
 import threading
 import time
-from unittest import mock
 
 import pytest
-from ansible.module_utils import basic
 
 from ansible_collections.llmops.serving.plugins.modules import sglang_ready
-from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
+from ansible_collections.llmops.serving.tests.unit.fakes import FakeSystemctl, show_text
 
 INVOCATION = "0123456789abcdef0123456789abcdef"
 READY = "The server is fired up and ready to roll!"
@@ -48,28 +51,17 @@ def health():
     server.server_close()
 
 
-def systemctl(states):
-    """A run_command that answers `systemctl show` with the next state of `states` (the last one repeats)."""
-    calls = []
-
-    def run_command(self, args, **kwargs):
-        del self, kwargs
-        state = states[min(len(calls), len(states) - 1)]
-        calls.append(args)
-        lines = {"Id": "sglang-q.service", "LoadState": "loaded", "ActiveState": state[0], "SubState": state[1],
-                 "Result": state[2] if len(state) > 2 else "success", "MainPID": "4242",
-                 "InvocationID": state[3] if len(state) > 3 else INVOCATION,
-                 "ExecMainStartTimestamp": "Sun 2026-11-29 10:00:00 UTC", "ControlGroup": "/system.slice/sglang-q.service",
-                 "NRestarts": "0"}
-        return 0, "".join(f"{k}={v}\n" for k, v in lines.items()), ""
-    return run_command, calls
+def unit_show(active, sub, result="success", invocation=INVOCATION):
+    return show_text(Id="sglang-q.service", ActiveState=active, SubState=sub, Result=result, MainPID="4242",
+                     InvocationID=invocation, ExecMainStartTimestamp="Sun 2026-11-29 10:00:00 UTC",
+                     ControlGroup="/system.slice/sglang-q.service")
 
 
 def run(args, states):
-    run_command, calls = systemctl(states)
-    with mock.patch.object(basic.AnsibleModule, "run_command", run_command):
-        result, failed = run_module(sglang_ready.main, args)
-    return result, failed, calls
+    """Run the module while `systemctl show` answers with the next of ``states`` (the last one repeats)."""
+    systemctl = FakeSystemctl(*[unit_show(*state) for state in states])
+    result, failed = systemctl.run_module(sglang_ready.main, args)
+    return result, failed, systemctl.commands
 
 
 def test_ready_line_written_during_the_wait_is_noticed_within_a_poll(tmp_path, health):
@@ -163,7 +155,6 @@ def test_already_ready_reports_no_lag(tmp_path, health):
 
 def test_a_down_unit_with_a_stray_on_its_port_names_the_stray(tmp_path, health):
     # The incident: the unit was stopped and something else (here: this test's own HTTP server) holds the port.
-    import os  # pylint: disable=import-outside-toplevel
     log = tmp_path / "run.log"
     log.write_text(header() + f"[{stamp()}] SIGTERM received. Draining requests and shutting down...\n")
     (tmp_path / "current.log").symlink_to(log.name)
@@ -182,3 +173,12 @@ def test_a_down_unit_with_a_free_port_names_no_holder(tmp_path):
                                       [("inactive", "dead")])
     assert failed and result["port_holders"] == []
     assert "held by" not in result["msg"]
+
+
+def test_systemd_that_cannot_be_asked_fails_with_the_facts_so_far(tmp_path):
+    systemctl = FakeSystemctl((1, "", "Failed to connect to bus: No such file or directory\n"))
+    result, failed = systemctl.run_module(sglang_ready.main, {"name": "sglang-q", "log_path": str(tmp_path), "timeout": 30})
+    assert failed and len(systemctl.calls) == 1
+    assert result["msg"].startswith("cannot ask systemd about sglang-q.service: systemctl show")
+    assert (result["ready"], result["unit"], result["last_lines"], result["log_file"]) == (False, {}, [], None)
+    assert 0 <= result["elapsed_seconds"] < 5

@@ -1,0 +1,175 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Stand-ins for the kernel and systemd that the unit checks read: a /proc tree in the kernel's formats and a
+``systemctl show`` that answers from a script. Shared by the procfs, systemd_show, unit_check and module tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from unittest import mock
+
+from ansible.module_utils import basic
+
+from ansible_collections.llmops.serving.plugins.module_utils import procfs
+from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
+
+# --------------------------------------------------------------------------- /proc
+
+# Header lines as this machine's kernel prints them (Linux, observed with cat /proc/net/tcp{,6}).
+TCP_HEADER = ("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode"
+              "                                                     ")
+TCP6_HEADER = ("  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when"
+               " retrnsmt   uid  timeout inode")
+
+# Addresses as the kernel prints them on a little-endian machine (each 32-bit word byte-reversed).
+HEX_V4_ANY = "00000000"
+HEX_V4_LOOPBACK = "0100007F"
+HEX_V6_ANY = "0" * 32
+HEX_V6_LOOPBACK = "00000000000000000000000001000000"
+HEX_V6_MAPPED_LOOPBACK = "0000000000000000FFFF00000100007F"
+
+
+def tcp_row(slot, local_hex, port, inode, state="0A", uid=0, remote_hex=None, remote_port=0):
+    """One line laid out like tcp4_seq_show/tcp6_seq_show's seq_printf (widths as the kernel prints them)."""
+    remote_hex = remote_hex or "0" * len(local_hex)
+    return ("%4d: %s:%04X %s:%04X %s 00000000:00000000 00:00000000 00000000 %5d        0 %d 1 0000000000000000 100 0 0 10 0"
+            % (slot, local_hex, port, remote_hex, remote_port, state, uid, inode))
+
+
+def stat_line(pid, comm, starttime, ppid=1, state="S"):
+    """A /proc/<pid>/stat line: fields 1-2, then 3..52 with starttime as field 22."""
+    fields = [state, str(ppid), str(pid), str(pid), "0", "-1", "4194560", "1000", "0", "0", "0", "50", "10", "0", "0",
+              "20", "0", "1", "0", str(starttime), "123456789", "2000"] + ["0"] * 30
+    return "%d (%s) %s\n" % (pid, comm, " ".join(fields))
+
+
+class FakeProc:
+    """A /proc tree in a temporary directory, in the kernel's formats."""
+
+    def __init__(self, root, btime=1795980000):
+        self.root = root
+        (root / "net").mkdir(parents=True)
+        self.btime = btime
+        (root / "stat").write_text("cpu  10 0 10 100 0 0 0 0 0 0\nintr 1 2\nctxt 100\nbtime %d\nprocesses 50\n" % btime)
+
+    def set_net(self, tcp_rows=(), tcp6_rows=None):
+        (self.root / "net" / "tcp").write_text("\n".join([TCP_HEADER] + list(tcp_rows)) + "\n")
+        if tcp6_rows is not None:
+            (self.root / "net" / "tcp6").write_text("\n".join([TCP6_HEADER] + list(tcp6_rows)) + "\n")
+
+    def add_process(self, pid, argv, cgroup_path="/user.slice/user-0.slice/session-1.scope", starttime=500, comm=None,
+                    environ=None, fds=None, cgroup_text=None):
+        """fds: {fd: target} where target is a link text ("socket:[N]", a path) or (path, octal flags text)."""
+        base = self.root / str(pid)
+        (base / "fd").mkdir(parents=True)
+        (base / "fdinfo").mkdir()
+        (base / "cmdline").write_bytes(b"".join(arg.encode() + b"\0" for arg in argv))
+        (base / "stat").write_text(stat_line(pid, comm or os.path.basename(argv[0])[:15] if argv else comm or "kworker", starttime))
+        if cgroup_text is None:
+            cgroup_text = ("12:pids:/\n5:devices:%s\n1:name=systemd:%s\n0::%s\n" % (cgroup_path, cgroup_path, cgroup_path))
+        (base / "cgroup").write_text(cgroup_text)
+        environ = environ or {}
+        (base / "environ").write_bytes(b"".join(("%s=%s" % item).encode() + b"\0" for item in environ.items()))
+        for fd, target in (fds or {}).items():
+            flags = "0100002"
+            if isinstance(target, tuple):
+                target, flags = target
+            os.symlink(str(target), str(base / "fd" / str(fd)))
+            (base / "fdinfo" / str(fd)).write_text("pos:\t0\nflags:\t%s\nmnt_id:\t24\nino:\t1\n" % flags)
+        return base
+
+    def start_iso(self, starttime):
+        return procfs.iso_utc(self.btime + starttime / float(os.sysconf("SC_CLK_TCK")))
+
+
+_ERRNO_OF = {
+    FileNotFoundError: (2, "No such file or directory"),
+    PermissionError: (13, "Permission denied"),
+    ProcessLookupError: (3, "No such process"),
+}
+
+
+def vanish_mid_scan(monkeypatch, listdir=None, readlink=None):
+    """Let procfs's os.listdir and os.readlink fail, as the kernel does when a process exits, closes an fd or is not ours
+    while a scan reads it: ``listdir``/``readlink`` map the end of a path ("/101/fd", "/102/fd/4") to the error class."""
+    real_listdir, real_readlink = os.listdir, os.readlink
+
+    def fail_for(path, errors):
+        for suffix, error in (errors or {}).items():
+            if str(path).endswith(suffix):
+                raise error(*_ERRNO_OF[error], str(path))
+
+    def fake_listdir(path):
+        fail_for(path, listdir)
+        return real_listdir(path)
+
+    def fake_readlink(path, *args, **kwargs):
+        fail_for(path, readlink)
+        return real_readlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(procfs.os, "listdir", fake_listdir)
+    monkeypatch.setattr(procfs.os, "readlink", fake_readlink)
+
+
+# --------------------------------------------------------------------------- systemctl show
+
+UNIT = "sglang-qwen36.service"
+CONTROL_GROUP = "/system.slice/sglang-qwen36.service"
+INVOCATION = "6f1c3e0b9a8d4c2e8f7a6b5c4d3e2f10"
+MAIN_PID = 4711
+
+
+def show_text(**overrides):
+    """`systemctl show --property=...` text for an active unit, in the order systemctl prints the asked properties."""
+    values = {
+        "Id": UNIT, "LoadState": "loaded", "ActiveState": "active", "SubState": "running", "Result": "success",
+        "MainPID": str(MAIN_PID), "InvocationID": INVOCATION, "ExecMainStartTimestamp": "Sun 2026-11-29 19:45:01 UTC",
+        "ControlGroup": CONTROL_GROUP, "NRestarts": "0",
+    }
+    values.update(overrides)
+    return "".join("%s=%s\n" % item for item in values.items())
+
+
+class FakeSystemctl:
+    """Answers `systemctl show` from a script and records each call; any other command fails the test.
+
+    ``replies`` holds one answer per call, the last one repeating: a show text (rc 0) or an (rc, stdout, stderr) tuple.
+    It is a run_command callable itself (for systemd_show.show_unit) and can stand in for AnsibleModule.run_command.
+    """
+
+    def __init__(self, *replies):
+        self.replies = list(replies) or [show_text()]
+        self.calls = []
+
+    def __call__(self, args, environ_update=None, **kwargs):
+        if list(args[:2]) != ["systemctl", "show"]:
+            raise AssertionError("unexpected command %r" % (args,))
+        reply = self.replies[min(len(self.calls), len(self.replies) - 1)]
+        self.calls.append((list(args), dict(environ_update or {})))
+        return reply if isinstance(reply, tuple) else (0, reply, "")
+
+    @property
+    def commands(self):
+        return [args for args, dummy_environ in self.calls]
+
+    @contextlib.contextmanager
+    def patched(self):
+        """Make every AnsibleModule's run_command this fake."""
+        def run_command(module, args, **kwargs):
+            del module
+            return self(args, **kwargs)
+
+        with mock.patch.object(basic.AnsibleModule, "run_command", run_command):
+            yield self
+
+    def run_module(self, main, args, check_mode=False):
+        """Run a module's main() with this fake as systemctl; (result, failed) as module_runner.run_module gives them.
+
+        An option whose value is None is left out, as a playbook's ``omit`` would.
+        """
+        args = dict((key, value) for key, value in args.items() if value is not None)
+        with self.patched():
+            return run_module(main, args, check_mode=check_mode)
