@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import re
 
+from ansible_collections.llmops.serving.plugins.module_utils.gpu_passthrough import mount_source_target
+
 CGROUP2_PROBE = "/sys/fs/cgroup/cgroup.controllers"
 
 RAW_API_MSG = (
@@ -56,13 +58,18 @@ def split_changes(changes):
 
 
 def warn_raw_leftovers(lxc_pairs, nodes, warnings, how):
-    """Warn about raw mount lines of discovered nodes that ``how`` (pct, the API) cannot remove."""
-    paths = set(node.path for node in nodes)
+    """Warn about raw mount lines onto discovered nodes' places that ``how`` (pct, the API) cannot remove.
+
+    A line counts by its source or by its target (a per-container copy bound onto dev/nvidia0 is one too).
+    """
+    by_path = dict((node.path, node.path) for node in nodes)
+    by_target = dict((node.mount_target, node.path) for node in nodes)
     for key, value in lxc_pairs:
-        fields = value.split()
-        if key == "lxc.mount.entry" and fields and fields[0] in paths:
+        source, target = mount_source_target(value)
+        path = by_path.get(source) or by_target.get(target)
+        if key == "lxc.mount.entry" and path:
             warnings.append("the config also passes %s with a raw line (%s: %s) that %s cannot remove; "
-                            "use backend=file to clean it up" % (fields[0], key, value, how))
+                            "use backend=file to clean it up" % (path, key, value, how))
 
 
 def dev_result(plan, before_document, diff):

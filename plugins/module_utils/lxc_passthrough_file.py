@@ -17,7 +17,7 @@ import stat
 import time
 
 from ansible_collections.llmops.serving.plugins.module_utils.atomic_file import atomic_replace, read_bytes, write_backup
-from ansible_collections.llmops.serving.plugins.module_utils.gpu_passthrough import plan_passthrough
+from ansible_collections.llmops.serving.plugins.module_utils.gpu_passthrough import normalize_target, plan_passthrough
 from ansible_collections.llmops.serving.plugins.module_utils.lxc_passthrough import (
     PassthroughError,
     dev_entries,
@@ -59,45 +59,68 @@ class ConfigLock:
         return False
 
 
-def _device_major(path):
+def _stat_node(path):
+    """``(type, major, minor)`` of a device node, ``("d", None, None)`` for a directory, None otherwise (or missing)."""
     try:
         info = os.stat(path)
     except OSError:
         return None
     if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode):
-        return os.major(info.st_rdev)
+        return ("c" if stat.S_ISCHR(info.st_mode) else "b", os.major(info.st_rdev), os.minor(info.st_rdev))
+    if stat.S_ISDIR(info.st_mode):
+        return ("d", None, None)
     return None
 
 
-def host_protected_majors(document, nodes):
-    """Majors of the devices the container passes besides the discovered ones (stat on the host).
+def _directory_names(path):
+    try:
+        return sorted(os.listdir(path))[:MAX_DIRECTORY_ENTRIES]
+    except OSError:
+        return []
 
-    An allow line for one of them is never treated as a stale NVIDIA line, nor removed by style dev.
+
+def stat_mount_sources(document):
+    """What the host has at every mount source of the config, and in a directory source: ``{path: _stat_node(path)}``.
+
+    The planner tells a per-container copy of a node (same numbers) from a stale one with it.
     """
-    discovered = set(node.path for node in nodes)
-    sources = []
+    found = {}
     for entry in document.lxc_entries("lxc.mount.entry"):
         fields = entry.value.split()
-        if fields and fields[0] not in discovered:
-            sources.append(fields[0])
-    for device in devices_or_empty(document):
-        if device.path not in discovered:
-            sources.append(device.path)
-    majors = set()
-    for source in sources:
-        if os.path.isdir(source):
-            try:
-                names = sorted(os.listdir(source))[:MAX_DIRECTORY_ENTRIES]
-            except OSError:
-                continue
-            candidates = [os.path.join(source, name) for name in names]
+        if len(fields) < 2 or fields[0] in found:
+            continue
+        found[fields[0]] = _stat_node(fields[0])
+        if found[fields[0]] == ("d", None, None):
+            for name in _directory_names(fields[0]):
+                path = os.path.join(fields[0], name)
+                found.setdefault(path, _stat_node(path))
+    return found
+
+
+def host_protected_majors(document, nodes, sources=None):
+    """Majors of the devices the container passes besides the discovered ones (stat on the host).
+
+    An allow line for one of them is never treated as a stale NVIDIA line, nor removed by style dev. A mount onto a
+    discovered node's own place is not "another device": the plan binds the node there.
+    """
+    sources = stat_mount_sources(document) if sources is None else sources
+
+    def look(path):
+        return sources[path] if path in sources else _stat_node(path)
+
+    discovered = set(node.path for node in nodes)
+    targets = set(node.mount_target for node in nodes)
+    candidates = []
+    for entry in document.lxc_entries("lxc.mount.entry"):
+        fields = entry.value.split()
+        if not fields or fields[0] in discovered or (len(fields) > 1 and normalize_target(fields[1]) in targets):
+            continue
+        if look(fields[0]) == ("d", None, None):
+            candidates.extend(os.path.join(fields[0], name) for name in _directory_names(fields[0]))
         else:
-            candidates = [source]
-        for candidate in candidates:
-            major = _device_major(candidate)
-            if major is not None:
-                majors.add(major)
-    return majors
+            candidates.append(fields[0])
+    candidates.extend(device.path for device in devices_or_empty(document) if device.path not in discovered)
+    return set(info[1] for info in map(look, candidates) if info and info[0] in ("c", "b"))
 
 
 def run(module, nodes, cgroup_version, dev_defaults, warnings):
@@ -111,8 +134,9 @@ def run(module, nodes, cgroup_version, dev_defaults, warnings):
         before_bytes = read_bytes(path)
         before = before_bytes.decode("utf-8", "surrogateescape")
         document = parse(before)
-        protected = host_protected_majors(document, nodes)
-        plan = plan_passthrough(document, nodes, params["style"], cgroup_version, dev_defaults, protected)
+        sources = stat_mount_sources(document)
+        protected = host_protected_majors(document, nodes, sources)
+        plan = plan_passthrough(document, nodes, params["style"], cgroup_version, dev_defaults, protected, source_nodes=sources)
         after = plan.document.render()
         changed = after != before
         if changed and not module.check_mode:

@@ -21,11 +21,24 @@ description:
     Proxmox API nor of C(pct set)."
   - "In style C(dev): one C(devN: <path>[,gid=N][,mode=0NNN][,uid=N]) entry per node; Proxmox allows the node's current
     major itself at every start. An entry that already names the path is reused; new ones take the lowest free index."
-  - A stale allow line (the nvidia-uvm major is dynamic and changes with kernel or driver updates) is corrected in
-    place. A line counts as a stale NVIDIA line only when it has the exact shape C(c <major>:* rwm), its major is in
-    the kernel's dynamic range (234-254, 384-511), belongs to no discovered node and to no other device the container
+  - A mount entry is recognised by its target (C(dev/nvidia0) and C(/dev/nvidia0) are one), whatever its source, so a
+    second mount onto a node's place is never added. An entry that binds a per-container copy of the node (for example
+    a node made with mknod under another directory) is kept when the host path is the same device (same type, major
+    and minor, by stat), otherwise it is pointed at the host node; further entries onto the same target are removed. A
+    node inside a bind-mounted directory (C(/dev/nvidia-caps dev/nvidia-caps none bind,optional,create=dir)) is covered
+    by it.
+  - Per-minor allow lines (C(c 195:0 rwm)) of a discovered major go when the plan writes C(c 195:* rwm), which covers
+    them.
+  - A stale allow line (the nvidia-uvm and nvidia-caps majors are dynamic and change with kernel or driver updates) is
+    rewritten in place into the current major of the node it belonged to, never into whichever major happens to be
+    missing. What ties an old major to nvidia-uvm or nvidia-caps is the config itself - a per-container copy of the
+    node with that major, a comment naming the node on or right above the line, the line's paragraph passing only
+    that node, its minors, or that node being the only one passed whose line is missing. A stale line nothing ties is
+    removed and the new line added. A line counts as a stale NVIDIA line only when it has the shape
+    C(c <major>:* rwm) or C(c <major>:<minor> rwm) (an inline C(# comment) after it is kept), its major is in the
+    kernel's dynamic range (234-254, 384-511), belongs to no discovered node and to no other device the container
     still passes (the module stats the sources of the container's other mount entries and dev entries), and the
-    container mounts an NVIDIA node with a dynamic major (nvidia-uvm, nvidia-uvm-tools, nvidia-caps). Every other line
+    container passes an NVIDIA node with a dynamic major (nvidia-uvm, nvidia-uvm-tools, nvidia-caps). Every other line
     is left alone.
   - Each style removes the other style's entries for the discovered nodes when it can (backend C(file)).
   - The file is edited line by line, never regenerated, so the description comments, snapshot sections,
@@ -170,7 +183,7 @@ changes:
       key: lxc.cgroup2.devices.allow
       value: "c 508:* rwm"
       old_value: "c 510:* rwm"
-      reason: "stale dynamic major c 510:* rwm replaced by the discovered major 508"
+      reason: "stale dynamic major 510 was nvidia-uvm's (its comment names nvidia-uvm); nvidia-uvm is on 508 now"
 config_path:
   description: The config file edited (backend C(file)).
   returned: always
@@ -219,7 +232,7 @@ from ansible_collections.llmops.serving.plugins.module_utils import (
     lxc_passthrough_cli,
     lxc_passthrough_file,
 )
-from ansible_collections.llmops.serving.plugins.module_utils.gpu_passthrough import normalize_devices
+from ansible_collections.llmops.serving.plugins.module_utils.gpu_passthrough import PassthroughConflict, normalize_devices
 from ansible_collections.llmops.serving.plugins.module_utils.lxc_passthrough import (
     RAW_API_MSG,
     RAW_CLI_MSG,
@@ -278,7 +291,7 @@ def main():
         cgroup_version = resolve_cgroup_version(params["cgroup_version"]) if backend != "api" else None
         result.update(BACKENDS[backend].run(module, nodes, cgroup_version or "v2", dev_defaults, warnings))
         result["cgroup_version"] = cgroup_version
-    except (PassthroughError, PveFailure) as exc:
+    except (PassthroughError, PveFailure, PassthroughConflict) as exc:
         result.update(getattr(exc, "extra", {}))
         module.fail_json(msg=str(exc), **result)
     except ValueError as exc:

@@ -383,3 +383,80 @@ def test_raw_style_with_the_cli_fails_plainly(pct):
     result, failed = run_module(lxc_gpu_passthrough.main, dict(CLI_ARGS, style="raw"))
     assert failed and "pct set cannot set" in result["msg"]
     assert pct.calls == []
+
+
+# -- issue #13: the file back end stats what the config binds -------------------------------------
+
+
+def test_file_backend_keeps_a_bound_copy_that_is_the_same_device_and_repoints_one_that_is_not(node_dir, no_pct, tmp_path):
+    # Constructed: /dev/null (c 1:3 on every Linux host) stands in for a per-container copy of a node with those
+    # numbers; a regular file stands in for a copy that is no device at all (a stale or broken one).
+    config_dir, conf, lock_dir = node_dir
+    stale_copy = tmp_path / "nvidia1"
+    stale_copy.write_text("")
+    null = os.stat("/dev/null").st_rdev
+    text = ("lxc.cgroup2.devices.allow: c 195:* rwm\n"
+            "lxc.mount.entry: /dev/null dev/nvidia0 none bind,optional,create=file\n"
+            "lxc.mount.entry: %s /dev/nvidia1 none bind,optional,create=file\n" % stale_copy)
+    conf.write_text(text)
+    devices = [{"path": "/dev/nvidia0", "major": os.major(null), "minor": os.minor(null), "type": "c"},
+               {"path": "/dev/nvidia1", "major": 195, "minor": 1, "type": "c"}]
+    result, failed = run_module(lxc_gpu_passthrough.main, file_args(config_dir, lock_dir, devices=devices, backup=False))
+    assert not failed, result
+    assert conf.read_text() == (
+        "lxc.cgroup2.devices.allow: c 195:* rwm\n"
+        "lxc.mount.entry: /dev/null dev/nvidia0 none bind,optional,create=file\n"
+        "lxc.mount.entry: /dev/nvidia1 /dev/nvidia1 none bind,optional,create=file\n"
+        "lxc.cgroup2.devices.allow: c %d:* rwm\n" % os.major(null))
+    assert [(change["action"], change["key"]) for change in result["changes"]] == [
+        ("add", "lxc.cgroup2.devices.allow"), ("update", "lxc.mount.entry")]
+
+
+def test_mounts_onto_discovered_nodes_places_are_not_other_devices():
+    from ansible_collections.llmops.serving.plugins.module_utils.gpu_passthrough import normalize_devices
+    from ansible_collections.llmops.serving.plugins.module_utils.pve_lxc_config import parse
+
+    # Whatever is bound onto dev/nvidia0 is what the plan binds there (kept or repointed), so /dev/zero's major is not
+    # another device's. A bind elsewhere still counts.
+    nodes = normalize_devices([{"path": "/dev/nvidia0", "major": 195, "minor": 0, "type": "c"}])
+    document = parse("lxc.mount.entry: /dev/zero /dev/nvidia0 none bind,optional,create=file\n")
+    assert lxc_passthrough_file.host_protected_majors(document, nodes) == set()
+    document = parse("lxc.mount.entry: /dev/zero dev/zero none bind,optional,create=file\n")
+    assert lxc_passthrough_file.host_protected_majors(document, nodes) == {os.major(os.stat("/dev/zero").st_rdev)}
+
+
+def test_stat_mount_sources_reports_nodes_directories_their_entries_and_missing_paths(tmp_path):
+    from ansible_collections.llmops.serving.plugins.module_utils.pve_lxc_config import parse
+
+    (tmp_path / "plain").write_text("")
+    document = parse("lxc.mount.entry: /dev/null dev/null none bind,optional,create=file\n"
+                     "lxc.mount.entry: %s x none bind,optional,create=dir\n"
+                     "lxc.mount.entry: %s/absent y none bind,optional,create=file\n" % (tmp_path, tmp_path))
+    null = os.stat("/dev/null").st_rdev
+    assert lxc_passthrough_file.stat_mount_sources(document) == {
+        "/dev/null": ("c", os.major(null), os.minor(null)),
+        str(tmp_path): ("d", None, None),
+        str(tmp_path / "plain"): None,
+        str(tmp_path / "absent"): None,
+    }
+
+
+def test_file_backend_reports_a_bind_it_cannot_take_over_plainly(node_dir, no_pct):
+    # Constructed: the container's whole /dev bound from another directory.
+    config_dir, conf, lock_dir = node_dir
+    conf.write_text("lxc.mount.entry: /srv/ct-dev dev none bind,create=dir\n")
+    devices = [{"path": "/dev/nvidia0", "major": 195, "minor": 0, "type": "c"}]
+    result, failed = run_module(lxc_gpu_passthrough.main, file_args(config_dir, lock_dir, devices=devices))
+    assert failed
+    assert result["msg"].startswith("/dev/nvidia0 would be mounted inside the bind mount 'lxc.mount.entry: /srv/ct-dev dev none bind,create=dir'")
+    assert conf.read_text() == "lxc.mount.entry: /srv/ct-dev dev none bind,create=dir\n"
+
+
+def test_cli_backend_warns_about_a_copy_bound_onto_a_nodes_place(pct):
+    # The frigate#8652 shape (a per-container copy bound onto dev/nvidia0): pct cannot remove it, the module says so.
+    pct.config_text = "lxc.mount.entry: /lxc/102010/devices/nvidia0 dev/nvidia0 none bind,optional,create=file\n"
+    with mock.patch.object(AnsibleModule, "warn", autospec=True) as warn:
+        result, failed = run_module(lxc_gpu_passthrough.main, CLI_ARGS)
+    assert not failed, result
+    warnings = [call.args[1] for call in warn.call_args_list]
+    assert len(warnings) == 1 and warnings[0].startswith("the config also passes /dev/nvidia0 with a raw line (lxc.mount.entry: /lxc/102010/")
