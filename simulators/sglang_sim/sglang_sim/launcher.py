@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import select
-import shlex
 import signal
 import sys
 import threading
@@ -183,18 +182,15 @@ class Launcher:
         return self.serve(plan["kv_tokens"])
 
 
-def launch_command_of(argv) -> str:
-    original = getattr(sys, "orig_argv", None) or [sys.executable] + list(argv)
-    return shlex.join(original) if hasattr(shlex, "join") else " ".join(shlex.quote(part) for part in original)
-
-
 def main(argv=None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     sglang_argv, sim_argv = knobs_mod.split_sim_argv(argv)
     knobs = knobs_mod.load_knobs(sim_argv)
-    namespace = cli.parse_server_args(sglang_argv)
+    namespace, launch_command = cli.prepare_server_args(sglang_argv)
+    logfmt.route_logger("sglang_sim", namespace.log_level)
+    # A combination SGLang refuses at start raises SGLang's exception here (traceback, exit status 1, as SGLang).
     args = cli.resolve_server_args(namespace)
-    launcher = Launcher(args, knobs, launch_command_of(argv))
+    launcher = Launcher(args, knobs, launch_command)
     sys.exit(launcher.run())
 
 

@@ -9,6 +9,7 @@ Every line is written with one os.write so lines from several processes sharing 
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -60,3 +61,22 @@ def log_uvicorn(message: str) -> None:
 def log_access(client: str, request_line: str, status: int, phrase: str) -> None:
     """A uvicorn access line (stdout): `[time] INFO:     127.0.0.1:40000 - "GET /health HTTP/1.1" 200 OK`."""
     _emit(1, format_line('INFO:     %s - "%s" %d %s' % (client, request_line, status, phrase)))
+
+
+class SGLangLogHandler(logging.Handler):
+    """Route a `logging` logger to SGLang's line format (SGLang's basicConfig: `[%(asctime)s] %(message)s`)."""
+
+    def emit(self, record):
+        try:
+            log(record.getMessage())
+        except Exception:  # pylint: disable=broad-except
+            self.handleError(record)
+
+
+def route_logger(name: str, level_name: str) -> None:
+    """Send `name`'s records at `level_name` (SGLang's --log-level) and above to stderr in SGLang's format."""
+    logger = logging.getLogger(name)
+    logger.setLevel(getattr(logging, level_name.upper()))
+    logger.propagate = False
+    if not any(isinstance(handler, SGLangLogHandler) for handler in logger.handlers):
+        logger.addHandler(SGLangLogHandler())

@@ -34,21 +34,58 @@ def test_abbreviations_parse_like_sglang():
 
 def test_topk_one_forces_draft_tokens_to_steps_plus_one():
     args = cli.resolve_server_args(cli.parse_server_args(
-        ["--model-path", "m", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "2", "--speculative-num-draft-tokens", "7"]))
+        ["--model-path", "m", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "2", "--speculative-eagle-topk", "1",
+         "--speculative-num-draft-tokens", "7"]))
     assert args["speculative_num_draft_tokens"] == 3
 
 
-def test_rendered_flags_are_all_accepted():
-    namespace = cli.parse_server_args([
-        "--model-path", "/srv/models/qwen", "--served-model-name", "qwen3.6-27b", "--host", "0.0.0.0", "--port", "30000",
-        "--tp-size", "2", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-        "--speculative-num-draft-tokens", "4", "--mamba-full-memory-ratio", "0.5", "--max-running-requests", "16",
-        "--reasoning-parser", "qwen3", "--tool-call-parser", "qwen3_coder", "--enable-metrics", "--api-key", "k",
-        "--mem-fraction-static", "0.85", "--context-length", "131072", "--decode-log-interval", "40", "--cuda-graph-max-bs-decode", "16",
-        "--max-mamba-cache-size", "64", "--mamba-ssm-dtype", "float32", "--sampling-defaults", "model", "--watchdog-timeout", "600",
-        "--trust-remote-code", "--log-level", "info"])
-    assert namespace.cuda_graph_max_bs_decode == 16
-    assert namespace.enable_metrics and namespace.trust_remote_code
+def test_algorithm_is_uppercased_and_nextn_runs_as_eagle():
+    args = cli.resolve_server_args(cli.parse_server_args(["--model-path", "m", "--speculative-algorithm", "nextn"]))
+    # No step count: _auto_choose_speculative_params' (3, 1, 4); max_running_requests 48 with speculation.
+    assert (args["speculative_algorithm"], args["speculative_num_steps"], args["speculative_eagle_topk"],
+            args["speculative_num_draft_tokens"], args["max_running_requests"]) == ("EAGLE", 3, 1, 4, 48)
+    assert cli.resolve_server_args(cli.parse_server_args(["--model-path", "m", "--speculative-algorithm", "eagle3"]))[
+        "speculative_algorithm"] == "EAGLE3"
+
+
+@pytest.mark.parametrize("extra, error, message", [
+    (["--speculative-algorithm", "mtp"], ValueError, "Unknown speculative algorithm name: MTP"),
+    (["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3"], TypeError,
+     "'>' not supported between instances of 'NoneType' and 'int'"),
+    (["--speculative-algorithm", "NEXTN", "--speculative-eagle-topk", "1"], AssertionError, ""),
+    (["--mamba-radix-cache-strategy", "no_buffer"], AssertionError,
+     "no_buffer do not support overlap schedule. Try to set disable_overlap_schedule=True."),
+    (["--served-model-name", "qwen:latest"], AssertionError, "served_model_name cannot contain a colon (':') character."),
+    (["--speculative-algorithm", "NEXTN", "--speculative-use-rejection-sampling", "--speculative-eagle-topk", "2",
+      "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "4"], ValueError,
+     "--speculative-use-rejection-sampling requires --speculative-eagle-topk=1."),
+])
+def test_combinations_sglang_refuses_at_start_raise_its_exception(extra, error, message):
+    namespace = cli.parse_server_args(["--model-path", "m"] + extra)
+    with pytest.raises(error) as raised:
+        cli.resolve_server_args(namespace)
+    assert type(raised.value) is error  # pylint: disable=unidiomatic-typecheck
+    assert str(raised.value).startswith(message)
+
+
+def test_mamba_cache_strategy_resolution():
+    def resolve(*extra):
+        return cli.resolve_server_args(cli.parse_server_args(["--model-path", "m"] + list(extra)))
+
+    assert resolve()["mamba_radix_cache_strategy"] == "extra_buffer"
+    assert resolve("--mamba-radix-cache-strategy", "no_buffer", "--disable-overlap-schedule")[
+        "mamba_radix_cache_strategy"] == "no_buffer"
+    args = resolve("--disable-overlap-schedule")
+    assert (args["mamba_radix_cache_strategy"], args["disable_overlap_schedule"]) == ("no_buffer", True)
+    with pytest.raises(AssertionError, match="no_buffer only supports page_size=1."):
+        resolve("--mamba-radix-cache-strategy", "no_buffer", "--disable-overlap-schedule", "--page-size", "16")
+
+
+def test_resolved_args_keep_only_server_args_fields_and_the_parsed_values():
+    args = cli.resolve_server_args(cli.parse_server_args(["--model-path", "m", "--context-length", "128k"]))
+    assert "config" not in args and "help" not in args
+    assert args["context_length"] == 128000
+    assert (args["tokenizer_path"], args["served_model_name"], args["device"]) == ("m", "m", "cuda")
 
 
 def test_removed_cuda_graph_max_bs_is_ambiguous_exit_2():
@@ -68,13 +105,20 @@ def test_unknown_flag_is_unrecognized_exit_2():
 def test_missing_model_path_exit_2():
     result = run_cli(["--port", "1"])
     assert result.returncode == 2
-    assert "the following arguments are required: --model-path" in result.stderr
+    assert "the following arguments are required: --model-path/--model" in result.stderr
 
 
 def test_bad_choice_exit_2():
-    result = run_cli(["--model-path", "m", "--speculative-algorithm", "MTP"])
+    result = run_cli(["--model-path", "m", "--sampling-defaults", "greedy"])
     assert result.returncode == 2
-    assert "argument --speculative-algorithm: invalid choice: 'MTP'" in result.stderr
+    assert "argument --sampling-defaults: invalid choice: 'greedy' (choose from 'openai', 'model')" in result.stderr
+
+
+def test_unknown_algorithm_makes_the_server_exit_at_start_with_sglangs_error():
+    result = run_cli(["--model-path", "m", "--speculative-algorithm", "mtp"], SGLANG_SIM_STARTUP_SECONDS="0.2")
+    assert result.returncode == 1
+    assert result.stderr.rstrip().splitlines()[-1] == "ValueError: Unknown speculative algorithm name: MTP"
+    assert "server_args=" not in result.stderr, "SGLang resolves before it logs server_args"
 
 
 def test_sim_flags_are_split_off_before_sglang_parses():

@@ -1,0 +1,252 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What SGLang 0.5.23 resolves and refuses after parsing, for the simulated model, in SGLang's order and words.
+
+SGLang parses in prepare_server_args and resolves at start (launch_server.py: run_server -> ServerArgs.resolve_once
+-> arg_groups/pipeline.py: run_resolution_pipeline; then engine.py: check_server_args). A refused combination makes
+the server exit at start with SGLang's exception; the simulator raises the same exception type with the same text,
+from functions named after SGLang's (each cites its source). Modelled:
+
+- serving_hook.py: handle_missing_default_values - tokenizer_path and served_model_name default to model_path, a
+  random seed, the device ("cuda", never probed here).
+- model_hook.py: handle_mamba_radix_cache (+ overrides.py: _mamba_radix_cache_resolution, mamba_hook.py:
+  validate_mamba_no_buffer / validate_mamba_extra_buffer) for the hybrid Qwen3_5ForConditionalGeneration:
+  `auto` becomes extra_buffer (overlap schedule on) or no_buffer; `no_buffer` with the overlap schedule is refused.
+- speculative_hook.py: handle_speculative_decoding - the algorithm is uppercased, NEXTN (and EAGLE) resolve to EAGLE
+  (_resolve_speculative_algorithm_alias), an unknown name is refused (speculative/spec_info.py:
+  SpeculativeAlgorithm.from_string); _handle_eagle_family - max_running_requests 48, (3, 1, 4) when no step count is
+  given (topk or draft tokens without steps: bare AssertionError), draft tokens forced to steps + 1 with topk 1,
+  `--speculative-num-steps` without `--speculative-eagle-topk`: the TypeError SGLang's comparison raises.
+- validation_hook.py: check_server_args - a colon in served_model_name, tp_size divisible by nnodes.
+
+The values SGLang derives from the GPU and the model's weights (memory fraction, chunked prefill size, CUDA graph
+batch sizes, mamba cache size, context length) get fixed figures consistent with the simulated 48 GB card. The other
+speculative algorithms are not simulated (NotSimulatedError).
+"""
+from __future__ import annotations
+
+import logging
+import random
+
+SIMULATED_ARCHITECTURE = "Qwen3_5ForConditionalGeneration"
+DEFAULT_CONTEXT_LENGTH = 262144
+DEFAULT_SPEC_MAX_RUNNING_REQUESTS = 48
+# speculative/spec_info.py: SpeculativeAlgorithm members, and spec_registry.py: _RESERVED_ALIASES.
+SPECULATIVE_ALGORITHMS = ("DFLASH", "UNO", "DSPARK", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM", "NONE")
+RESERVED_ALIASES = ("NEXTN",)
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
+_PAGE_TREE_SPEC_BACKENDS = ("flashinfer", "fa3", "triton")
+
+logger = logging.getLogger("sglang_sim.resolution")
+
+
+class NotSimulatedError(RuntimeError):
+    """A setting SGLang accepts that the simulator cannot stand in for."""
+
+
+def _attention_backends(args):
+    # overrides.py: attention_backends_of (prefill/decode backends fall back to attention_backend).
+    return (args.get("prefill_attention_backend") or args.get("attention_backend"),
+            args.get("decode_attention_backend") or args.get("attention_backend"))
+
+
+def handle_missing_default_values(args):
+    """serving_hook.py: handle_missing_default_values."""
+    if args["tokenizer_path"] is None:
+        args["tokenizer_path"] = args["model_path"]
+    if args["served_model_name"] is None:
+        args["served_model_name"] = args["model_path"]
+    if args["device"] is None:
+        args["device"] = "cuda"
+    args["device"] = args["device"].split(":")[0]
+    if args["random_seed"] is None:
+        args["random_seed"] = random.randint(0, 1 << 30)
+
+
+def handle_gpu_memory_settings(args):
+    """memory_hook.py: handle_gpu_memory_settings decides these from the GPU; the simulator's card is fixed."""
+    if args["mem_fraction_static"] is None:
+        args["mem_fraction_static"] = 0.83
+    if args["chunked_prefill_size"] is None:
+        args["chunked_prefill_size"] = 8192
+    if args["mamba_full_memory_ratio"] is None:
+        args["mamba_full_memory_ratio"] = 0.9  # the field's fallback (arg_groups/fields/exec_.py)
+
+
+def handle_mamba_radix_cache(args):
+    """model_hook.py: handle_mamba_radix_cache for the hybrid (Gated DeltaNet) architecture."""
+    if args["disable_radix_cache"]:
+        return
+    args["uses_mamba_radix_cache"] = True
+    # overrides.py: supports_mamba_cache_extra_buffer (the architecture supports it on the triton backend).
+    supports_extra_buffer = args["linear_attn_backend"] == "triton"
+    if args["mamba_radix_cache_strategy"] == "auto":
+        wants_overlap = not args["disable_overlap_schedule"]
+        wants_paging = args["page_size"] is not None and args["page_size"] > 1
+        if (wants_overlap or wants_paging) and supports_extra_buffer:
+            args["mamba_radix_cache_strategy"] = "extra_buffer"
+        else:
+            args["mamba_radix_cache_strategy"] = "no_buffer"
+            args["disable_overlap_schedule"] = True
+    if args["mamba_radix_cache_strategy"] in ("extra_buffer", "extra_buffer_lazy"):
+        validate_mamba_extra_buffer(args, supports_extra_buffer)
+    else:
+        validate_mamba_no_buffer(args)
+
+
+def validate_mamba_extra_buffer(args, supports_extra_buffer):
+    """mamba_hook.py: validate_mamba_extra_buffer (the CUDA platform supports state snapshots)."""
+    assert supports_extra_buffer, f"extra_buffer is not supported for {SIMULATED_ARCHITECTURE}; use no_buffer."
+    if args["mamba_radix_cache_strategy"] == "extra_buffer_lazy":
+        assert args["disaggregation_mode"] == "null", (
+            "extra_buffer_lazy unsupported under PD disaggregation; use "
+            "--mamba-radix-cache-strategy extra_buffer."
+        )
+    if args["speculative_num_draft_tokens"] is not None:
+        assert args["mamba_track_interval"] >= args["speculative_num_draft_tokens"]
+    if args["page_size"] is not None:
+        assert args["mamba_track_interval"] % args["page_size"] == 0
+
+
+def validate_mamba_no_buffer(args):
+    """mamba_hook.py: validate_mamba_no_buffer."""
+    assert args["page_size"] in (1, None), "no_buffer only supports page_size=1."
+    assert args["disable_overlap_schedule"], (
+        "no_buffer do not support overlap schedule. Try to set disable_overlap_schedule=True."
+    )
+    assert args["attention_backend"] != "trtllm_mha", "no_buffer do not support trtllm_mha attention backend."
+
+
+def speculative_algorithm_from_string(name):
+    """speculative/spec_info.py: SpeculativeAlgorithm.from_string (no plugin algorithms are registered)."""
+    if name is None:
+        return "NONE"
+    upper = name.upper()
+    if upper in SPECULATIVE_ALGORITHMS:
+        return upper
+    if upper in RESERVED_ALIASES:
+        return "EAGLE"
+    raise ValueError(f"Unknown speculative algorithm name: {name}")
+
+
+def handle_speculative_decoding(args):
+    """speculative_hook.py: handle_speculative_decoding."""
+    if args["speculative_draft_model_path"] is not None and args["speculative_draft_model_revision"] is None:
+        args["speculative_draft_model_revision"] = "main"
+    if args["speculative_algorithm"] is not None:
+        args["speculative_algorithm"] = args["speculative_algorithm"].upper()
+    # _resolve_speculative_algorithm_alias: NEXTN (the built-in MTP head) runs as EAGLE (no Gemma4 drafts here).
+    if args["speculative_algorithm"] in ("NEXTN", "EAGLE"):
+        args["speculative_algorithm"] = "EAGLE"
+    if args["speculative_algorithm"] is None:
+        return
+    algorithm = speculative_algorithm_from_string(args["speculative_algorithm"])
+    if algorithm in EAGLE_FAMILY:
+        _handle_eagle_family(args)
+    elif algorithm != "NONE":
+        raise NotSimulatedError(f"sglang-sim simulates the EAGLE family (EAGLE, EAGLE3, NEXTN, STANDALONE) only, "
+                                f"not --speculative-algorithm {args['speculative_algorithm']}")
+
+
+def _handle_eagle_family(args):
+    """speculative_hook.py: _handle_eagle_family, for a model without a separate draft checkpoint."""
+    if args["max_running_requests"] is None:
+        args["max_running_requests"] = DEFAULT_SPEC_MAX_RUNNING_REQUESTS
+        logger.warning("Max running requests is reset to 48 for speculative decoding. You can override this by "
+                       "explicitly setting --max-running-requests.")
+    if args["disable_overlap_schedule"]:
+        logger.warning("Non-overlap (synchronous) spec v2 is used for eagle/eagle3/standalone speculative decoding.")
+    if args["enable_mixed_chunk"] and args["speculative_algorithm"] == "STANDALONE":
+        args["enable_mixed_chunk"] = False
+        logger.warning("Mixed chunked prefill is disabled: %s speculative decoding does not support it.",
+                       args["speculative_algorithm"])
+    if not args["speculative_adaptive"] and args["speculative_num_steps"] is None:
+        assert args["speculative_eagle_topk"] is None and args["speculative_num_draft_tokens"] is None
+        # _auto_choose_speculative_params: (3, 1, 4) for this architecture and for STANDALONE.
+        args["speculative_num_steps"], args["speculative_eagle_topk"], args["speculative_num_draft_tokens"] = 3, 1, 4
+    if "trtllm_mha" in _attention_backends(args):
+        if args["speculative_eagle_topk"] > 1:
+            raise ValueError("trtllm_mha backend only supports topk = 1 for speculative decoding.")
+    if args["speculative_use_rejection_sampling"]:
+        _check_rejection_sampling(args)
+    if args["speculative_eagle_topk"] == 1 and args["speculative_num_draft_tokens"] != args["speculative_num_steps"] + 1:
+        logger.warning("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
+                       "speculative_eagle_topk == 1")
+        args["speculative_num_draft_tokens"] = args["speculative_num_steps"] + 1
+    page_size = 1 if args["page_size"] is None else args["page_size"]  # overrides.py: _page_size_default ran before
+    if (args["speculative_eagle_topk"] > 1 and page_size > 1
+            and args["attention_backend"] not in _PAGE_TREE_SPEC_BACKENDS):
+        raise ValueError(
+            f"speculative_eagle_topk > 1 with page_size > 1 is only supported on "
+            f"{_PAGE_TREE_SPEC_BACKENDS}; got attention_backend="
+            f"{args['attention_backend']!r}. Use page_size == 1 or one of those backends."
+        )
+    if args["speculative_num_draft_tokens"] is None:
+        raise NotSimulatedError("sglang-sim needs --speculative-num-draft-tokens when --speculative-eagle-topk > 1")
+
+
+def _check_rejection_sampling(args):
+    """speculative_hook.py: _handle_eagle_family, the speculative_use_rejection_sampling checks."""
+    if args["speculative_algorithm"] not in ("EAGLE", "EAGLE3"):
+        raise NotImplementedError(
+            "--speculative-use-rejection-sampling is only supported for "
+            "EAGLE / EAGLE3 / NEXTN, not "
+            f"speculative_algorithm={args['speculative_algorithm']}."
+        )
+    if args["speculative_eagle_topk"] != 1:
+        raise ValueError("--speculative-use-rejection-sampling requires --speculative-eagle-topk=1.")
+    if args["speculative_accept_threshold_single"] != 1.0 or args["speculative_accept_threshold_acc"] != 1.0:
+        raise ValueError(
+            "--speculative-use-rejection-sampling is incompatible with "
+            "--speculative-accept-threshold-single / "
+            "--speculative-accept-threshold-acc; rejection sampling ignores "
+            "the accept thresholds."
+        )
+
+
+def check_server_args(args):
+    """validation_hook.py: check_server_args (the checks that concern a single-node deployment)."""
+    if args["ep_join_mode"] != "scale":
+        assert (args["tp_size"] * args["pp_size"]) % args["nnodes"] == 0, "tp_size must be divisible by number of nodes"
+    assert args["base_gpu_id"] >= 0, "base_gpu_id must be non-negative"
+    assert ":" not in args["served_model_name"], (
+        "served_model_name cannot contain a colon (':') character. "
+        "The colon is reserved for the 'model:adapter' syntax used in LoRA adapter specification. "
+        f"Invalid value: '{args['served_model_name']}'"
+    )
+    assert args["schedule_conservativeness"] >= 0, "schedule_conservativeness must be non-negative"
+
+
+def simulator_values(args):
+    """Figures SGLang takes from the GPU and the checkpoint, fixed for the simulated card and model."""
+    if args["max_running_requests"] is None:
+        args["max_running_requests"] = 256
+    if args["cuda_graph_max_bs_decode"] is None:
+        args["cuda_graph_max_bs_decode"] = min(args["max_running_requests"], 256)
+    if args["max_mamba_cache_size"] is None:
+        args["max_mamba_cache_size"] = args["max_running_requests"] * 2
+    if args["context_length"] is None:
+        args["context_length"] = DEFAULT_CONTEXT_LENGTH
+    if args["page_size"] is None:
+        args["page_size"] = 1
+    args["disable_cuda_graph"] = bool(args["disable_cuda_graph"] or args["cuda_graph_backend_decode"] == "disabled"
+                                      or args["disable_decode_cuda_graph"])
+
+
+def run_resolution_pipeline(args: dict) -> dict:
+    """arg_groups/pipeline.py: run_resolution_pipeline, the modelled steps in SGLang's order; returns args."""
+    handle_missing_default_values(args)
+    handle_gpu_memory_settings(args)
+    handle_mamba_radix_cache(args)
+    handle_speculative_decoding(args)
+    return args
+
+
+def resolve(args: dict) -> dict:
+    """What the server does before it logs server_args: resolve_once, check_server_args; plus the simulator's figures."""
+    run_resolution_pipeline(args)
+    check_server_args(args)
+    simulator_values(args)
+    return args
