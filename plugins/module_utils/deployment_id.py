@@ -7,7 +7,8 @@
 
 Pure functions; the caller reads the files. Secret values never enter the digest: an environment
 file counts only by its variable names, so rotating a key does not make a new deployment while
-adding or removing a variable does.
+adding or removing a variable does. Where the ID is stored (the record, deployment.env) is
+deployment_layout's.
 """
 
 from __future__ import annotations
@@ -48,28 +49,3 @@ def compute_deployment_id(file_contents, env_files, inputs):
     }
     encoded = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
-
-
-def deployment_env_text(instance, deployment_id):
-    """Content of the unit's EnvironmentFile= that carries the deployment ID to the server.
-
-    deployment_record and deployment_restore both write it; the text must stay byte-identical between
-    them (and across releases), or a rerun would rewrite the file and report a change.
-    """
-    return f"# Written by llmops.serving.deployment_record; loaded by the unit.\nLLMOPS_DEPLOYMENT_ID={deployment_id}\nLLMOPS_INSTANCE={instance}\n"
-
-
-def next_record(previous, instance, deployment_id, now_iso, inputs):
-    """The record to store for ``deployment_id``, given the stored ``previous`` record (or None).
-
-    Unchanged deployments keep their record as it is (same time), so a rerun writes nothing.
-    """
-    if previous and previous.get("deployment_id") == deployment_id:
-        return previous
-    return {
-        "instance": instance,
-        "deployment_id": deployment_id,
-        "deployed_at": now_iso,
-        "previous_deployment_id": (previous or {}).get("deployment_id"),
-        "inputs": inputs,
-    }

@@ -5,7 +5,8 @@
 """Read an llmops-serving log file's header line and its tail, never the middle.
 
 The launcher writes one header line before it execs the server:
-``# llmops-serving instance=<i> deployment_id=<id> invocation_id=<32 hex> pid=<pid> started_at=<ISO> unit=<unit>``.
+``# llmops-serving instance=<i> deployment_id=<id> invocation_id=<32 hex> pid=<pid> started_at=<ISO> unit=<unit>``;
+its marker and keys are deployment_layout's (the launcher's printf is rendered from them too).
 SGLang prefixes its lines with ``[YYYY-MM-DD HH:MM:SS(.mmm)?( DPn)?( TPn)?]`` (other rank tags too). Reading costs two bounded reads
 whatever the file's size.
 """
@@ -15,8 +16,9 @@ from __future__ import annotations
 import os
 import re
 
-HEADER_MARKER = "# llmops-serving"
-HEADER_REQUIRED_KEYS = ("instance", "deployment_id", "invocation_id", "pid", "started_at", "unit")
+from ansible_collections.llmops.serving.plugins.module_utils.deployment_layout import HEADER_KEYS, HEADER_MARKER
+
+HEADER_REQUIRED_KEYS = HEADER_KEYS
 # The header is one short line; a first line longer than this is not a header.
 HEADER_MAX_BYTES = 4096
 # Enough for many SGLang lines (a decode line is ~250 bytes) even after a long traceback.

@@ -23,7 +23,7 @@ description:
   - Reports C(changed) exactly when the deployment ID differs from the recorded one (or the record is missing).
 options:
   instance:
-    description: Name of the server instance (one container can host several).
+    description: Name of the server instance (one container can host several); no slashes, not starting with a dot.
     type: str
     required: true
   files:
@@ -72,6 +72,7 @@ notes:
   - The record is written atomically (temporary file and rename) after the archive, so a crash never leaves a record
     that points at files that were not archived.
 seealso:
+  - module: llmops.serving.deployment_restore
   - module: llmops.serving.service_provenance
   - module: llmops.serving.log_provenance
 """
@@ -130,9 +131,17 @@ env_file:
   returned: always
   type: str
   sample: /etc/llmops-serving/qwen36/deployment.env
+pruned:
+  description:
+    - IDs of the archived deployments this run removed because they were older than the O(keep) newest; the current
+      and the previous deployment are never removed.
+    - Returned only when the module wrote the record (a change, outside check mode).
+  returned: changed and not check mode
+  type: list
+  elements: str
+  sample: [9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b]
 """
 
-import datetime
 import json
 import os
 import shutil
@@ -140,10 +149,19 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils.atomic_file import atomic_write, read_bytes
-from ansible_collections.llmops.serving.plugins.module_utils.deployment_id import (
-    compute_deployment_id,
+from ansible_collections.llmops.serving.plugins.module_utils.deployment_archive import archives_to_prune
+from ansible_collections.llmops.serving.plugins.module_utils.deployment_id import compute_deployment_id
+from ansible_collections.llmops.serving.plugins.module_utils.deployment_layout import (
+    DEFAULT_STATE_DIR,
+    MANIFEST_NAME,
+    archive_dir_for,
     deployment_env_text,
+    manifest_entries,
+    manifest_text,
     next_record,
+    record_paths,
+    record_text,
+    utc_timestamp,
 )
 
 
@@ -158,41 +176,37 @@ def _load_record(path):
         return None
 
 
-def _archive(archive_dir, files, env_files, record):
-    """Copy the deployment's files into archive_dir with a manifest; return the manifest.
+def _read_text(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
 
-    The manifest also carries the record's ID and inputs, so deployment_restore can write them back.
-    """
+
+def _archive(archive_dir, entries, record):
+    """Copy the deployment's files into archive_dir with their manifest, replacing the directory whole."""
     staging = archive_dir + ".partial"
     shutil.rmtree(staging, ignore_errors=True)
     os.makedirs(staging, mode=0o700)
-    manifest = []
-    for index, (path, secret) in enumerate([(p, False) for p in files] + [(p, True) for p in env_files]):
-        name = "%02d-%s" % (index, os.path.basename(path))
-        st = os.stat(path)
-        mode = 0o600 if secret else stat.S_IMODE(st.st_mode)
-        shutil.copyfile(path, os.path.join(staging, name))
-        os.chmod(os.path.join(staging, name), mode)
-        manifest.append({"path": path, "archived": name, "mode": "%04o" % mode, "secret": secret})
-    with open(os.path.join(staging, "manifest.json"), "w", encoding="utf-8") as handle:
-        json.dump({"deployment_id": record["deployment_id"], "inputs": record["inputs"], "files": manifest}, handle, indent=2, sort_keys=True)
+    for entry in entries:
+        copy = os.path.join(staging, entry["archived"])
+        shutil.copyfile(entry["path"], copy)
+        os.chmod(copy, entry["mode"])
+    with open(os.path.join(staging, MANIFEST_NAME), "w", encoding="utf-8") as handle:
+        handle.write(manifest_text(record["deployment_id"], record["inputs"], entries))
     shutil.rmtree(archive_dir, ignore_errors=True)
     os.replace(staging, archive_dir)
-    return manifest
 
 
 def _prune(archive_root, keep, protected):
     try:
-        entries = [e for e in os.scandir(archive_root) if e.is_dir() and not e.name.endswith(".partial")]
+        archives = {e.name: e for e in os.scandir(archive_root) if e.is_dir() and not e.name.endswith(".partial")}
     except FileNotFoundError:
         return []
-    entries.sort(key=lambda e: e.stat().st_mtime, reverse=True)
-    removed = []
-    for entry in entries[max(keep, 0):]:
-        if entry.name in protected:
-            continue
-        shutil.rmtree(entry.path, ignore_errors=True)
-        removed.append(entry.name)
+    removed = archives_to_prune([(name, e.stat().st_mtime) for name, e in archives.items()], keep, protected)
+    for name in removed:
+        shutil.rmtree(archives[name].path, ignore_errors=True)
     return removed
 
 
@@ -203,7 +217,7 @@ def main():
             files=dict(type="list", elements="path", required=True),
             env_files=dict(type="list", elements="path", default=[]),
             inputs=dict(type="dict", default={}),
-            state_dir=dict(type="path", default="/var/lib/llmops-serving"),
+            state_dir=dict(type="path", default=DEFAULT_STATE_DIR),
             env_file=dict(type="path"),
             keep=dict(type="int", default=5),
         ),
@@ -211,11 +225,11 @@ def main():
     )
     params = module.params
     instance = params["instance"]
-    if not instance or "/" in instance or instance.startswith("."):
-        module.fail_json(msg=f"instance {instance!r} is not a valid instance name (no slashes, not hidden)")
-    instance_dir = os.path.join(params["state_dir"], instance)
-    record_path = os.path.join(instance_dir, "deployment.json")
-    env_path = params["env_file"] or os.path.join("/etc/llmops-serving", instance, "deployment.env")
+    try:
+        paths = record_paths(instance, params["state_dir"], params["env_file"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    record_path, env_path = paths["record_path"], paths["deployment_env"]
     try:
         json.dumps(params["inputs"], sort_keys=True)
     except (TypeError, ValueError) as exc:
@@ -238,25 +252,17 @@ def main():
     except OSError as exc:
         module.fail_json(msg=f"cannot read {exc.filename}: {exc.strerror}", **result)
     deployment_id = compute_deployment_id(file_contents, env_texts, params["inputs"])
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    record = dict(next_record(previous, instance, deployment_id, now, params["inputs"]))
-    archive_root = os.path.join(instance_dir, "deployments")
-    archive_dir = os.path.join(archive_root, deployment_id)
-    record["archive"] = archive_dir
+    archive_dir = archive_dir_for(params["state_dir"], instance, deployment_id)
+    record = next_record(previous, instance, deployment_id, utc_timestamp(), params["inputs"], archive_dir)
 
     env_text = deployment_env_text(instance, deployment_id)
-    try:
-        with open(env_path, encoding="utf-8") as handle:
-            env_current = handle.read()
-    except FileNotFoundError:
-        env_current = None
     record_changed = previous != record
-    needs_write = record_changed or env_current != env_text or not os.path.isdir(archive_dir)
+    needs_write = record_changed or _read_text(env_path) != env_text or not os.path.isdir(archive_dir)
     result.update(deployment_id=deployment_id, record=record, changed=needs_write)
     if module._diff:
         result["diff"] = dict(
-            before=json.dumps(previous, indent=2, sort_keys=True) + "\n" if previous else "",
-            after=json.dumps(record, indent=2, sort_keys=True) + "\n",
+            before=record_text(previous) if previous else "",
+            after=record_text(record),
             before_header=record_path,
             after_header=record_path,
         )
@@ -264,14 +270,15 @@ def main():
         module.exit_json(**result)
 
     try:
-        os.makedirs(archive_root, mode=0o700, exist_ok=True)
+        os.makedirs(paths["archive_root"], mode=0o700, exist_ok=True)
         if not os.path.isdir(archive_dir) or record_changed:
-            _archive(archive_dir, params["files"], params["env_files"], record)
-        atomic_write(record_path, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("utf-8"), 0o644)
+            modes = {path: stat.S_IMODE(os.stat(path).st_mode) for path in params["files"]}
+            _archive(archive_dir, manifest_entries(params["files"], params["env_files"], modes), record)
+        atomic_write(record_path, record_text(record).encode("utf-8"), 0o644)
         atomic_write(env_path, env_text.encode("utf-8"), 0o644)
     except OSError as exc:
         module.fail_json(msg=f"cannot record the deployment: {exc}", **result)
-    result["pruned"] = _prune(archive_root, params["keep"], {deployment_id, record.get("previous_deployment_id") or ""})
+    result["pruned"] = _prune(paths["archive_root"], params["keep"], {deployment_id, record.get("previous_deployment_id") or ""})
     module.exit_json(**result)
 
 

@@ -136,7 +136,6 @@ notes:
   sample: []
 """
 
-import datetime
 import json
 import os
 import stat
@@ -145,15 +144,23 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils.atomic_file import atomic_write, read_bytes
 from ansible_collections.llmops.serving.plugins.module_utils.deployment_archive import (
     ArchiveError,
-    archive_dir_for,
     archive_missing_message,
     choose_restore_target,
     describe_plan,
-    parse_manifest,
     plan_restore,
-    restored_record,
 )
-from ansible_collections.llmops.serving.plugins.module_utils.deployment_id import deployment_env_text
+from ansible_collections.llmops.serving.plugins.module_utils.deployment_layout import (
+    DEFAULT_STATE_DIR,
+    MANIFEST_NAME,
+    ManifestError,
+    archive_dir_for,
+    deployment_env_text,
+    parse_manifest,
+    record_paths,
+    record_text,
+    restored_record,
+    utc_timestamp,
+)
 
 
 def _on_disk(path):
@@ -188,15 +195,11 @@ def _read_text(path):
         return None
 
 
-def _record_json(record):
-    return json.dumps(record, indent=2, sort_keys=True) + "\n"
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             instance=dict(type="str", required=True),
-            state_dir=dict(type="path", default="/var/lib/llmops-serving"),
+            state_dir=dict(type="path", default=DEFAULT_STATE_DIR),
             env_file=dict(type="path"),
             deployment_id=dict(type="str"),
         ),
@@ -204,10 +207,11 @@ def main():
     )
     params = module.params
     instance = params["instance"]
-    if not instance or "/" in instance or instance.startswith("."):
-        module.fail_json(msg=f"instance {instance!r} is not a valid instance name (no slashes, not hidden)")
-    record_path = os.path.join(params["state_dir"], instance, "deployment.json")
-    env_path = params["env_file"] or os.path.join("/etc/llmops-serving", instance, "deployment.env")
+    try:
+        paths = record_paths(instance, params["state_dir"], params["env_file"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    record_path, env_path = paths["record_path"], paths["deployment_env"]
     result = dict(changed=False, record_path=record_path, env_file=env_path, restored_files=[], notes=[], rolled_back_from=None)
 
     try:
@@ -217,9 +221,9 @@ def main():
         result.update(deployment_id=target_id, archive=archive_dir)
         if not os.path.isdir(archive_dir):
             raise ArchiveError(archive_missing_message(target_id, archive_dir))
-        manifest_path = os.path.join(archive_dir, "manifest.json")
+        manifest_path = os.path.join(archive_dir, MANIFEST_NAME)
         manifest = parse_manifest(_read_text(manifest_path), target_id, manifest_path)
-    except ArchiveError as exc:
+    except (ArchiveError, ManifestError) as exc:
         module.fail_json(msg=str(exc), **result)
 
     try:
@@ -240,8 +244,7 @@ def main():
             f"the manifest of deployment {target_id} predates stored inputs: the restored record has inputs {{}} "
             "(the files are restored exactly; the record lacks the model and version facts until the next new deployment)"
         )
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    record = restored_record(current, instance, target_id, now, manifest["inputs"], archive_dir)
+    record = restored_record(current, instance, target_id, utc_timestamp(), manifest["inputs"], archive_dir)
     env_text = deployment_env_text(instance, target_id)
     record_changed = record != current
     env_changed = _read_text(env_path) != env_text
@@ -254,7 +257,7 @@ def main():
     )
     if module._diff:
         result["diff"] = [
-            dict(before_header=record_path, after_header=record_path, before=_record_json(current), after=_record_json(record)),
+            dict(before_header=record_path, after_header=record_path, before=record_text(current), after=record_text(record)),
             dict(before_header=f"files that differ from the archive {archive_dir}", after_header="restored from the archive (contents not shown)",
                  before="", after=describe_plan(plan)),
         ]
@@ -276,7 +279,7 @@ def main():
             atomic_write(env_path, env_text.encode("utf-8"), 0o644)
         # The record last: until it is written, a rerun targets the same deployment and finishes the job.
         if record_changed:
-            atomic_write(record_path, _record_json(record).encode("utf-8"), 0o644)
+            atomic_write(record_path, record_text(record).encode("utf-8"), 0o644)
     except OSError as exc:
         module.fail_json(msg=f"cannot restore deployment {target_id}: {exc}", **result)
     module.exit_json(msg=summary, **result)

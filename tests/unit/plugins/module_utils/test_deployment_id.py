@@ -3,7 +3,6 @@ from __future__ import annotations
 from ansible_collections.llmops.serving.plugins.module_utils.deployment_id import (
     compute_deployment_id,
     env_file_keys,
-    next_record,
 )
 
 UNIT = b"[Service]\nExecStart=/usr/local/libexec/llmops-serving/sglang-launch --tp-size 2\n"
@@ -34,12 +33,3 @@ def test_every_part_changes_the_id():
     assert compute_deployment_id({"/u": UNIT + b"#"}, {}, {"model_revision": "r1"}) != base
     assert compute_deployment_id({"/u": UNIT}, {}, {"model_revision": "r2"}) != base
     assert compute_deployment_id({"/u2": UNIT}, {}, {"model_revision": "r1"}) != base
-
-
-def test_next_record_keeps_an_unchanged_record_and_chains_a_new_one():
-    first = next_record(None, "qwen36", "a" * 64, "2026-11-29T10:00:00Z", {})
-    assert first["previous_deployment_id"] is None
-    assert next_record(first, "qwen36", "a" * 64, "2026-11-29T11:00:00Z", {}) is first
-    second = next_record(first, "qwen36", "b" * 64, "2026-11-29T12:00:00Z", {"x": 1})
-    assert second["previous_deployment_id"] == "a" * 64
-    assert second["deployed_at"] == "2026-11-29T12:00:00Z"
