@@ -16,6 +16,8 @@ import ipaddress
 import os
 import stat
 
+from ansible_collections.llmops.serving.plugins.module_utils import redact
+
 PROC_ROOT = "/proc"
 
 # include/net/tcp_states.h: TCP_LISTEN = 10, printed as %02X.
@@ -419,9 +421,11 @@ def read_deployment_id(pid, proc_root=None):
 # --------------------------------------------------------------------------- one process, described
 
 def describe_process(pid, proc_root=None, btime=None, ticks_per_second=None, cmdline_limit=300):
-    """Facts an operator needs to recognise a process: pid, cmdline (shortened), comm, started_at (ISO UTC).
+    """Facts an operator needs to recognise a process: pid, cmdline (secrets masked by redact.command_line(), then
+    shortened), comm, started_at (ISO UTC).
 
-    Fields of a process that vanished are None.
+    Fields of a process that vanished are None. Every command line a check shows comes from here: a server started with
+    ``--api-key KEY`` shows ``--api-key ********``.
     """
     argv = read_cmdline(pid, proc_root)
     parsed = read_stat(pid, proc_root)
@@ -432,14 +436,15 @@ def describe_process(pid, proc_root=None, btime=None, ticks_per_second=None, cmd
         if ticks_per_second is None:
             ticks_per_second = clock_ticks_per_second()
         started_at = iso_utc(start_epoch(parsed["starttime"], btime, ticks_per_second))
+    comm = redact.redact_text(parsed["comm"]) if parsed else None
     cmdline = None
     if argv is not None:
-        cmdline = " ".join(argv) if argv else "[%s]" % (parsed["comm"] if parsed else "?")
+        cmdline = redact.command_line(argv) if argv else "[%s]" % (comm or "?")
         if len(cmdline) > cmdline_limit:
             cmdline = cmdline[:cmdline_limit - 3] + "..."
     return {
         "pid": pid,
         "cmdline": cmdline,
-        "comm": parsed["comm"] if parsed else None,
+        "comm": comm,
         "started_at": started_at,
     }

@@ -41,10 +41,16 @@ def unit_verdict(unit, previous_invocation_id=None):
 
 
 class LogWatch:
-    """Follows one log file from a byte offset and remembers what matters for readiness."""
+    """Follows one log file from a byte offset and remembers what matters for readiness.
 
-    def __init__(self, path, offset, keep_lines=20, invocation_id=None):
-        self.path = path
+    ``log`` is the file opened once by service_files.open_log() (a ServiceFile): every poll reads that same
+    inode, whatever the service user renames or swaps in the directory meanwhile. Lines are kept as
+    sglang_log.quoted() gives them (secrets masked, shortened).
+    """
+
+    def __init__(self, log, offset, keep_lines=20, invocation_id=None):
+        self.log = log
+        self.path = log.path
         self.invocation_id = invocation_id
         self.offset = offset
         self.last_lines = collections.deque(maxlen=keep_lines)
@@ -52,19 +58,20 @@ class LogWatch:
         self.fatal = None
 
     def read_new(self):
-        """Read the complete lines written since the last call."""
-        reader = sglang_log.LogLineReader(self.path, offset=self.offset)
-        lines = [(byte_offset, text) for line_number, byte_offset, text in reader]
-        for byte_offset, text in lines:
-            if byte_offset >= reader.resume_offset:
-                break  # a line still being written: read it whole next time
-            self.last_lines.append(text)
+        """Read the complete lines written since the last call (a half-written last line waits for the next)."""
+        reader = sglang_log.LogLineReader(self.log.fd, offset=self.offset)
+        for dummy_number, dummy_offset, text in reader:
+            line = sglang_log.quoted(text)
+            self.last_lines.append(line)
             if self.ready_line is None and sglang_log.is_ready_line(text):
-                self.ready_line = text
+                self.ready_line = line
             kind = sglang_log.classify_error(text)
             if kind in FATAL_ERROR_KINDS and self.fatal is None:
-                self.fatal = (kind, text)
+                self.fatal = (kind, line)
         self.offset = reader.resume_offset
+
+    def close(self):
+        self.log.close()
 
 
 def line_epoch(line):

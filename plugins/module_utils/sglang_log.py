@@ -4,8 +4,13 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Parse SGLang server log lines and aggregate speculative-decoding statistics.
 
-Pure functions: nothing here touches a process or the network. ``read_lines_from`` is the only
-function that opens a file, and it reads forward from a byte offset in bounded chunks.
+Pure functions: nothing here touches a process or the network, nor opens a file. ``LogLineReader``
+reads a descriptor (service_files.open_log() opens the log safely) forward from a byte offset in
+bounded chunks, complete lines only.
+
+Numbers are read as SGLang prints them (``%d`` and ``%.2f``): a field whose value is anything else
+(``inf``, ``nan``, ``1e309``, ``-1``, a value too long to be real) makes the line malformed; it is left
+out of the statistics and reported, so no non-finite number ever reaches a result.
 
 Line prefix: ``[YYYY-MM-DD HH:MM:SS(.mmm)( DPn)( TPn)( EPn)] message``; lines without a prefix are
 accepted too (the message is then the whole line).
@@ -29,7 +34,10 @@ derives the rate from ``accept len``, which means the same thing in every era.
 
 from __future__ import annotations
 
+import os
 import re
+
+from ansible_collections.llmops.serving.plugins.module_utils.redact import redact_text
 
 DEFAULT_CHUNK_SIZE = 65536
 DEFAULT_MAX_LINE_BYTES = 1048576
@@ -57,18 +65,39 @@ _PREFIX_RE = re.compile(
 _TAG_RE = re.compile(r"([A-Z]{2,4})(\d+)")
 
 _DECODE_RE = re.compile(r"Decode batch(?P<punct>[.,])\s*(?P<body>.*)$")
+# A field's value is everything up to the next comma or blank; _integer/_decimal decide whether it is a number.
+_VALUE = r"([^\s,]*)"
+_INTEGER_RE = re.compile(r"\A[0-9]{1,18}\Z")
+_DECIMAL_RE = re.compile(r"\A[0-9]{1,15}(?:\.[0-9]{1,6})?\Z")
+
+
+def _integer(text):
+    """An int from a %d field; ValueError for anything SGLang does not print there (signs, exponents, huge)."""
+    if not _INTEGER_RE.match(text):
+        raise ValueError(text)
+    return int(text)
+
+
+def _decimal(text):
+    """A float from a %.2f field, always finite; ValueError for inf, nan, exponents, signs and absurd lengths."""
+    if not _DECIMAL_RE.match(text):
+        raise ValueError(text)
+    return float(text)
+
+
 _FIELD_PATTERNS = {
-    "running_req": (re.compile(r"#running-req:\s*(\d+)"), int),
-    "num_tokens": (re.compile(r"(?<!full )#token:\s*(\d+)"), int),
-    "token_usage": (re.compile(r"(?<!full )(?<!swa )token usage:\s*([\d.]+)"), float),
-    "full_tokens": (re.compile(r"#full token:\s*(\d+)"), int),
-    "full_token_usage": (re.compile(r"full token usage:\s*([\d.]+)"), float),
-    "mamba_num": (re.compile(r"mamba num:\s*(\d+)"), int),
-    "mamba_usage": (re.compile(r"mamba usage:\s*([\d.]+)"), float),
-    "accept_length": (re.compile(r"accept len:\s*([\d.]+)"), float),
-    "logged_accept_rate": (re.compile(r"accept rate:\s*([\d.]+)"), float),
-    "gen_throughput": (re.compile(r"gen throughput \(token/s\):\s*([\d.]+)"), float),
-    "queue_req": (re.compile(r"#queue-req:\s*(\d+)"), int),
+    "running_req": (re.compile(r"#running-req:\s*" + _VALUE), _integer),
+    "num_tokens": (re.compile(r"(?<!full )#token:\s*" + _VALUE), _integer),
+    "token_usage": (re.compile(r"(?<!full )(?<!swa )token usage:\s*" + _VALUE), _decimal),
+    "full_tokens": (re.compile(r"#full token:\s*" + _VALUE), _integer),
+    "full_token_usage": (re.compile(r"full token usage:\s*" + _VALUE), _decimal),
+    "mamba_num": (re.compile(r"mamba num:\s*" + _VALUE), _integer),
+    "mamba_usage": (re.compile(r"mamba usage:\s*" + _VALUE), _decimal),
+    # 0.5.23 may add "block accept len:" and "cap len:" after "accept len:"; they are other measures.
+    "accept_length": (re.compile(r"(?<!block )accept len:\s*" + _VALUE), _decimal),
+    "logged_accept_rate": (re.compile(r"accept rate:\s*" + _VALUE), _decimal),
+    "gen_throughput": (re.compile(r"gen throughput \(token/s\):\s*" + _VALUE), _decimal),
+    "queue_req": (re.compile(r"#queue-req:\s*" + _VALUE), _integer),
 }
 _GRAPH_RE = re.compile(r"(cuda|npu) graph:\s*(True|False)")
 _TRAILING_COMMA_RE = re.compile(r",\s*$")
@@ -107,8 +136,9 @@ def parse_decode_line(line):
     Keys: era (old/mid/current), hybrid (bool), timestamp, tags, rank (TP rank or None), dp_rank,
     running_req, num_tokens, token_usage, full_tokens, full_token_usage, mamba_num, mamba_usage,
     accept_length, logged_accept_rate, gen_throughput, queue_req, cuda_graph (bool or None;
-    ``npu graph`` on Ascend builds fills it too), graph_backend (cuda/npu). A field the line does
-    not carry is None.
+    ``npu graph`` on Ascend builds fills it too), graph_backend (cuda/npu), malformed. A field the
+    line does not carry is None; so is one whose value is not a number as SGLang prints it, and
+    ``malformed`` maps each such field to the text found (empty for a sound line).
     """
     timestamp, tags, message = split_prefix(line)
     match = _DECODE_RE.search(message)
@@ -120,16 +150,19 @@ def parse_decode_line(line):
         "tags": tags,
         "rank": tags.get("TP"),
         "dp_rank": tags.get("DP"),
+        "malformed": {},
     }
     for key, (pattern, convert) in _FIELD_PATTERNS.items():
         found = pattern.search(body)
-        value = found.group(1) if found else None
+        record[key] = None
+        if found is None:
+            continue
         try:
-            record[key] = convert(value) if value is not None else None
+            record[key] = convert(found.group(1))
         except ValueError:
-            record[key] = None
+            record["malformed"][key] = found.group(1)[:40]
     if record["running_req"] is None:
-        # "Decode batch" inside some other message (a comment, a traceback): not a stats line.
+        # "Decode batch" inside some other message (a comment, a traceback's source line): not a stats line.
         return None
     graph = _GRAPH_RE.search(body)
     record["cuda_graph"] = (graph.group(2) == "True") if graph else None
@@ -176,71 +209,65 @@ def recompute_acceptance_rate(accept_length, num_draft_tokens):
 
 
 class LogLineReader:
-    """Iterate ``(line_number, byte_offset, text)`` over the lines of ``path`` from byte ``offset`` on.
+    """Iterate ``(line_number, byte_offset, text)`` over the complete lines of an open file from byte ``offset`` on.
 
-    Reads forward in ``chunk_size`` chunks and never before ``offset``; ``line_number`` counts from 1
-    at ``offset``; ``byte_offset`` is the absolute position of the line's first byte. A final line
-    without a newline is yielded too (a writer may be in the middle of it). A line longer than
-    ``max_line_bytes`` is cut there and the rest of it skipped, so memory stays bounded whatever the
-    file holds. Bytes that are not UTF-8 are replaced.
+    ``fd`` is a file descriptor (a ServiceFile's, from service_files.open_log()); it is read with pread
+    in ``chunk_size`` chunks, never before ``offset`` and never beyond the size the file had when the
+    iteration began, so a writer that keeps appending cannot keep the reader going. ``line_number``
+    counts from 1 at ``offset``; ``byte_offset`` is the absolute position of the line's first byte. A
+    last line without its newline is not yielded: the server may be in the middle of writing it. A
+    line longer than ``max_line_bytes`` is yielded cut to that length (once it is complete), so memory
+    stays bounded whatever the file holds. Bytes that are not UTF-8 are replaced.
 
-    After iteration, ``resume_offset`` is the position just after the last newline read: a safe
-    ``offset`` for the next read (a partial last line is read again then, complete).
+    After iteration, ``resume_offset`` is the position just after the last newline read: the
+    ``offset`` for the next read, which then reads a half-written last line whole.
     """
 
-    def __init__(self, path, offset=0, chunk_size=DEFAULT_CHUNK_SIZE, max_line_bytes=DEFAULT_MAX_LINE_BYTES):
-        self.path = path
+    def __init__(self, fd, offset=0, chunk_size=DEFAULT_CHUNK_SIZE, max_line_bytes=DEFAULT_MAX_LINE_BYTES):
+        self.fd = fd
         self.offset = offset
         self.chunk_size = max(1, chunk_size)
         self.max_line_bytes = max(1, max_line_bytes)
         self.resume_offset = offset
 
     def __iter__(self):
+        end = os.fstat(self.fd).st_size
         line_number = 0
-        with open(self.path, "rb") as handle:
-            handle.seek(self.offset)
-            position = self.offset
-            pending = b""
-            pending_start = self.offset
-            skipping = False
+        position = self.offset
+        line = b""
+        line_start = self.offset
+        while position < end:
+            chunk = os.pread(self.fd, min(self.chunk_size, end - position), position)
+            if not chunk:
+                break
+            start = 0
             while True:
-                chunk = handle.read(self.chunk_size)
-                if not chunk:
+                newline = chunk.find(b"\n", start)
+                piece = chunk[start:] if newline < 0 else chunk[start:newline]
+                line += piece[:max(0, self.max_line_bytes - len(line))]
+                if newline < 0:
                     break
-                start = 0
-                while True:
-                    newline = chunk.find(b"\n", start)
-                    if newline < 0:
-                        break
-                    if skipping:
-                        skipping = False
-                    else:
-                        line_number += 1
-                        yield line_number, pending_start, _decode(pending + chunk[start:newline])
-                    pending = b""
-                    start = newline + 1
-                    pending_start = position + start
-                    self.resume_offset = pending_start
-                if not skipping:
-                    pending += chunk[start:]
-                    if len(pending) > self.max_line_bytes:
-                        line_number += 1
-                        yield line_number, pending_start, _decode(pending[:self.max_line_bytes])
-                        pending = b""
-                        skipping = True
-                position += len(chunk)
-            if pending and not skipping:
                 line_number += 1
-                yield line_number, pending_start, _decode(pending)
+                yield line_number, line_start, _decode(line)
+                line = b""
+                start = newline + 1
+                line_start = position + start
+                self.resume_offset = line_start
+            position += len(chunk)
 
 
-def read_lines_from(path, offset=0, chunk_size=DEFAULT_CHUNK_SIZE, max_line_bytes=DEFAULT_MAX_LINE_BYTES):
+def read_lines_from(fd, offset=0, chunk_size=DEFAULT_CHUNK_SIZE, max_line_bytes=DEFAULT_MAX_LINE_BYTES):
     """Generator form of ``LogLineReader`` (same items, same bounds)."""
-    return iter(LogLineReader(path, offset=offset, chunk_size=chunk_size, max_line_bytes=max_line_bytes))
+    return iter(LogLineReader(fd, offset=offset, chunk_size=chunk_size, max_line_bytes=max_line_bytes))
 
 
 def _decode(data):
-    return data.decode("utf-8", errors="replace").rstrip("\r\n")
+    return data.decode("utf-8", errors="replace").rstrip("\r")
+
+
+def quoted(line):
+    """A log line as results and messages quote it: secrets masked (redact), then shortened to MAX_QUOTED_LINE_CHARS."""
+    return redact_text(line)[:MAX_QUOTED_LINE_CHARS]
 
 
 def _summary(values, keys):
@@ -288,13 +315,24 @@ class LogStatsAccumulator:
         self.ready = None
         self.errors = []
         self.error_counts = {}
+        self.malformed_lines = 0
+        self.malformed = []
+        # (accept length, line_number, offset) of the largest accept length, for the bound check in result().
+        self.largest_accept = None
 
     def add(self, line, line_number=None, byte_offset=None):
-        """Account for one line; unknown lines are counted as read and otherwise ignored."""
+        """Account for one line; unknown lines are counted as read and otherwise ignored; a decode line with a value
+        SGLang does not print is counted as malformed and left out of the statistics."""
         self.lines_read += 1
         decode = parse_decode_line(line)
+        if decode is not None and decode["malformed"]:
+            self.malformed_lines += 1
+            if len(self.malformed) < self.max_errors:
+                self.malformed.append({"line_number": line_number, "offset": byte_offset, "fields": dict(decode["malformed"]),
+                                       "line": quoted(line)})
+            return
         if decode is not None:
-            self._add_decode(decode)
+            self._add_decode(decode, line_number, byte_offset)
             return
         if is_ready_line(line):
             if not self.ready_seen:
@@ -310,10 +348,10 @@ class LogStatsAccumulator:
                     "kind": kind,
                     "line_number": line_number,
                     "offset": byte_offset,
-                    "line": line[:MAX_QUOTED_LINE_CHARS],
+                    "line": quoted(line),
                 })
 
-    def _add_decode(self, decode):
+    def _add_decode(self, decode, line_number=None, byte_offset=None):
         self.decode_lines += 1
         self.era_counts[decode["era"]] = self.era_counts.get(decode["era"], 0) + 1
         if decode["rank"] is not None:
@@ -326,6 +364,8 @@ class LogStatsAccumulator:
             self.running_req_max = max(self.running_req_max or 0, decode["running_req"])
         if decode["accept_length"] is not None:
             self.accept_lengths.append(decode["accept_length"])
+            if self.largest_accept is None or decode["accept_length"] > self.largest_accept[0]:
+                self.largest_accept = (decode["accept_length"], line_number, byte_offset)
         if decode["gen_throughput"] is not None:
             self.throughputs.append(decode["gen_throughput"])
         if decode["logged_accept_rate"] is not None:
@@ -374,15 +414,27 @@ class LogStatsAccumulator:
             "errors": list(self.errors),
             "error_counts": dict(self.error_counts),
             "error_total": sum(self.error_counts.values()),
+            "malformed_lines": self.malformed_lines,
+            "malformed": list(self.malformed),
+            "impossible_accept_length": self._impossible_accept_length(num_draft_tokens),
         }
 
+    def _impossible_accept_length(self, num_draft_tokens):
+        """The largest accept length when it exceeds ``num_draft_tokens`` (a verify pass emits at most that many
+        tokens, the bonus token included), with its line and how many lines exceed the bound; else None."""
+        if self.largest_accept is None or self.largest_accept[0] <= num_draft_tokens:
+            return None
+        value, line_number, byte_offset = self.largest_accept
+        return {"value": value, "line_number": line_number, "offset": byte_offset, "bound": num_draft_tokens,
+                "lines": sum(1 for length in self.accept_lengths if length > num_draft_tokens)}
 
-def collect_stats(path, offset=0, num_steps=3, num_draft_tokens=None, max_errors=DEFAULT_MAX_ERRORS,
+
+def collect_stats(fd, offset=0, num_steps=3, num_draft_tokens=None, max_errors=DEFAULT_MAX_ERRORS,
                   chunk_size=DEFAULT_CHUNK_SIZE):
-    """Read ``path`` from ``offset`` and return ``LogStatsAccumulator.result`` plus ``offset`` and
-    ``resume_offset`` (where a later read can continue)."""
+    """Read the open file ``fd`` from ``offset`` (complete lines only) and return ``LogStatsAccumulator.result``
+    plus ``offset`` and ``resume_offset`` (where a later read can continue)."""
     accumulator = LogStatsAccumulator(max_errors=max_errors)
-    reader = LogLineReader(path, offset=offset, chunk_size=chunk_size)
+    reader = LogLineReader(fd, offset=offset, chunk_size=chunk_size)
     for line_number, byte_offset, text in reader:
         accumulator.add(text, line_number=line_number, byte_offset=byte_offset)
     result = accumulator.result(num_steps=num_steps, num_draft_tokens=num_draft_tokens)

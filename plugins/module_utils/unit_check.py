@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 
 from ansible_collections.llmops.serving.plugins.module_utils import procfs
+from ansible_collections.llmops.serving.plugins.module_utils import redact
 from ansible_collections.llmops.serving.plugins.module_utils import systemd_show
 
 # How every "a stray process" message ends: the incident began with `pkill -9 -f sglang`.
@@ -142,8 +143,13 @@ class UnitCheck:
                 advice=STOP_ADVICE % facts["pid"], **words))
 
     def finish(self, module, **result):
-        """Exit with ``result``, ``strays`` and ``problems``; fail with the same facts when there are problems."""
+        """Exit with ``result``, ``strays`` and ``problems``; fail with the same facts when there are problems.
+
+        Every string in the result and the message passes redact.redact_deep() on the way out: command lines and
+        quoted log lines are masked where they are read, and this is the last line of defence for what a check
+        builds from them."""
         result.update(changed=False, strays=self.strays, problems=self.problems)
+        result = redact.redact_deep(result)
         if self.problems:
-            module.fail_json(msg=join_problems(self.problems), **result)
+            module.fail_json(msg=join_problems(result["problems"]), **result)
         module.exit_json(**result)

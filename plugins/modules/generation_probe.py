@@ -114,7 +114,8 @@ notes:
   - The verdict is degenerate when any sample is; one looping sample in a handful at the card's values is already a
     problem for clients.
   - A request that fails (HTTP error, timeout, invalid JSON) fails the module with the server's status and message;
-    the API key is removed from any text before it is returned.
+    the API key is removed from any text before it is returned, and so is whatever else looks like a credential (an
+    C(Authorization) header or C(api_key) a server or proxy echoes, the password of a URL).
 seealso:
   - module: llmops.serving.spec_decode_stats
 """
@@ -211,6 +212,7 @@ import json
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 
+from ansible_collections.llmops.serving.plugins.module_utils import redact
 from ansible_collections.llmops.serving.plugins.module_utils.degeneration import VERDICT_DRAFT_PATH, diagnose, measure
 from ansible_collections.llmops.serving.plugins.module_utils.sampling_presets import (
     MODES,
@@ -234,23 +236,14 @@ class ProbeError(Exception):
 
 
 def _scrub(text, secret):
-    text = "" if text is None else str(text)
-    if secret:
-        text = text.replace(secret, "********")
-    return text
+    """``text`` with ``secret`` and whatever else redact recognises (an echoed Authorization header, api_key=...)
+    masked: a server or proxy may echo the request in an error."""
+    return redact.redact_text("" if text is None else text, secrets=(secret,))
 
 
 def _scrub_deep(value, secret):
-    """Copy of ``value`` with ``secret`` masked in every string (a server could echo it)."""
-    if not secret:
-        return value
-    if isinstance(value, dict):
-        return dict((key, _scrub_deep(item, secret)) for key, item in value.items())
-    if isinstance(value, list):
-        return [_scrub_deep(item, secret) for item in value]
-    if isinstance(value, str):
-        return _scrub(value, secret)
-    return value
+    """Copy of ``value`` with every string passed through _scrub()."""
+    return redact.redact_deep(value, secrets=(secret,))
 
 
 def _endpoint(url, path):
@@ -359,9 +352,9 @@ def main():
         diagnosis=None,
     )
     if num_samples < 1 or num_samples > 100:
-        module.fail_json(msg="num_samples must be between 1 and 100, got %d" % num_samples, **result)
+        module.fail_json(msg="num_samples must be between 1 and 100, got %d" % num_samples, **_scrub_deep(result, api_key))
     if params["max_tokens"] < 1 or params["timeout"] < 1:
-        module.fail_json(msg="max_tokens and timeout must be >= 1", **result)
+        module.fail_json(msg="max_tokens and timeout must be >= 1", **_scrub_deep(result, api_key))
 
     for index in range(num_samples):
         prompt = prompts[index % len(prompts)]

@@ -17,8 +17,8 @@ description:
     and block devices are returned with the major and minor numbers the kernel gave them, so that nothing downstream
     assumes a number. This matters for C(nvidia-uvm) and C(nvidia-caps), whose majors are dynamic and change with
     kernel or driver updates.
-  - Directories are returned with type C(d) when O(include_directories) is true; other files are skipped and listed
-    in RV(skipped).
+  - Directories are returned with type C(d) when O(include_directories) is true; other files are left out and listed
+    in RV(other_files).
   - The list is in a stable order (natural sort, so C(nvidia10) follows C(nvidia9)) and has no duplicates.
   - The result can be passed as is to the C(devices) option of M(llmops.serving.lxc_gpu_passthrough).
 options:
@@ -110,8 +110,11 @@ unmatched:
   type: list
   elements: str
   sample: ["/dev/nvidia-caps/nvidia-cap[0-9]*"]
-skipped:
-  description: Matches that are neither device nodes nor (with O(include_directories)) directories.
+other_files:
+  description:
+    - Matches that are neither device nodes nor (with O(include_directories)) directories, for example the
+      C(/dev/nvidia-caps) directory that C(/dev/nvidia*) matches.
+    - Named so because Ansible reserves a result key C(skipped) (a non-empty one would show the task as skipped).
   returned: always
   type: list
   elements: str
@@ -145,9 +148,9 @@ def describe(path, include_directories):
 
 
 def discover(patterns, include_directories=False):
-    """Returns (devices, unmatched patterns, skipped paths)."""
+    """Returns (devices, unmatched patterns, other files: matches that are neither devices nor wanted directories)."""
     found = {}
-    skipped = []
+    other_files = []
     unmatched = []
     for pattern in patterns:
         matched = False
@@ -161,15 +164,15 @@ def discover(patterns, include_directories=False):
             except FileNotFoundError:
                 continue  # removed between glob and stat
             if device is None:
-                if path not in skipped:
-                    skipped.append(path)
+                if path not in other_files:
+                    other_files.append(path)
                 continue
             found[path] = device
             matched = True
         if not matched:
             unmatched.append(pattern)
     devices = [found[path] for path in sorted(found, key=natural_key)]
-    return devices, unmatched, skipped
+    return devices, unmatched, other_files
 
 
 def main():
@@ -186,14 +189,15 @@ def main():
     )
     params = module.params
     try:
-        devices, unmatched, skipped = discover(params["patterns"], params["include_directories"])
+        devices, unmatched, other_files = discover(params["patterns"], params["include_directories"])
         extra = [pattern for pattern in params["required"] if pattern not in params["patterns"]]
-        _extra_devices, extra_unmatched, _extra_skipped = discover(extra, params["include_directories"])
+        _extra_devices, extra_unmatched, _extra_other_files = discover(extra, params["include_directories"])
     except OSError as exc:
-        module.fail_json(msg="cannot stat %s: %s" % (exc.filename, exc.strerror), devices=[], majors=[], unmatched=[], skipped=[])
+        module.fail_json(msg="cannot stat %s: %s" % (exc.filename, exc.strerror), devices=[], majors=[], unmatched=[],
+                         other_files=[])
     missing = [pattern for pattern in params["required"] if pattern in unmatched or pattern in extra_unmatched]
     majors = sorted(set(device["major"] for device in devices if device["type"] == "c"))
-    result = dict(changed=False, devices=devices, majors=majors, unmatched=unmatched, skipped=skipped)
+    result = dict(changed=False, devices=devices, majors=majors, unmatched=unmatched, other_files=other_files)
     if missing:
         module.fail_json(msg="no device node matches %s: is the driver loaded and are its nodes created?" % ", ".join(missing), **result)
     module.exit_json(**result)

@@ -11,8 +11,15 @@ short_description: Prove that a log file is the one a systemd unit's main proces
 description:
   - Proves, from the kernel's and systemd's own state, that O(path) is the file the unit's MainPID writes now.
   - The inode behind MainPID's stdout and stderr (C(/proc/<MainPID>/fd/1) and C(2)) must be the inode at O(path)
-    (after following symlinks such as C(current.log)). A deleted-and-recreated log, a replaced symlink, an old log
-    file, or output going elsewhere is caught, and the file the server really writes is named.
+    (C(current.log) resolved). A deleted-and-recreated log, a replaced symlink, an old log file, or output going
+    elsewhere is caught, and the file the server really writes is named.
+  - The log directory belongs to the service account, so the file is opened the way root must open it there. C(current.log)
+    is read with readlink and must point at a log file name the launcher writes (C(<YYYYmmddTHHMMSSZ>-<invocation id>.log))
+    in the same directory; the file is opened without following links and without blocking, and must be a regular file
+    with one link on the directory's device. Anything else (a link to C(/etc/shadow), a FIFO, a device node, a directory,
+    a hard link) fails with a message that names what was found, and none of its bytes are read.
+  - Log lines and command lines in the result and the message have their secrets masked (C(api_key), C(--api-key),
+    C(Authorization) headers).
   - The launcher's header line (first line of the file) must carry the unit's current InvocationID and MainPID
     (and O(deployment_id) when given); the file's mtime must not be older than the invocation's start; no live
     process outside the unit may have the file open for writing, nor a deleted file of the same name (each one is named).
@@ -70,7 +77,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 path:
-  description: O(path) with every symlink resolved.
+  description:
+    - The file read, O(path) with C(current.log) resolved (the log directory and the name C(current.log) points at).
+    - O(path) itself when C(current.log) was refused.
   returned: always
   type: str
   sample: /var/log/llmops-serving/qwen36/20261129T194501Z-6f1c3e0b9a8d4c2e8f7a6b5c4d3e2f10.log
@@ -218,12 +227,11 @@ problems:
   sample: []
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.serving.plugins.module_utils import log_header
 from ansible_collections.llmops.serving.plugins.module_utils import procfs
+from ansible_collections.llmops.serving.plugins.module_utils import service_files
 from ansible_collections.llmops.serving.plugins.module_utils import unit_check
 
 # Problems that name a stray (templates for UnitCheck.report_stray).
@@ -248,7 +256,8 @@ class LogProvenance(unit_check.UnitCheck):
     def __init__(self, unit, path):
         super().__init__(unit)
         self.path = path
-        self.resolved = os.path.realpath(path)
+        # What the messages call the file: O(path) until service_files says which file it is.
+        self.resolved = path
         self.summary = None
 
     def down_problem(self):
@@ -260,13 +269,17 @@ class LogProvenance(unit_check.UnitCheck):
                     self.path, self.name))
 
     def read_file(self):
+        """Open the file safely (service_files: the service user writes this directory) and read its header and tail;
+        a file that is refused is named with what was found there, and none of its bytes are read."""
         try:
-            self.summary = log_header.read_log_summary(self.resolved)
-        except FileNotFoundError:
-            self.problems.append("%s does not exist%s." % (
-                self.path, "" if self.path == self.resolved else " (it resolves to %s)" % self.resolved))
+            with service_files.open_log(self.path) as log:
+                self.resolved = log.path
+                self.summary = log_header.read_log_summary(log.proc_path)
+        except service_files.RefusedFile as exc:
+            self.resolved = exc.resolved or self.path
+            self.problems.append("%s." % exc)
         except OSError as exc:
-            self.problems.append("cannot read %s: %s." % (self.resolved, exc))
+            self.problems.append("cannot read %s: %s." % (self.resolved, exc.strerror or exc))
         return self.summary
 
     def file_facts(self):

@@ -173,7 +173,7 @@ listener:
       type: int
       sample: 4711
     cmdline:
-      description: Its command line (shortened to 300 characters).
+      description: Its command line, secrets masked (C(--api-key ********)), shortened to 300 characters.
       type: str
       sample: /opt/sglang/bin/python -m sglang.launch_server --model-path /models/Qwen3.6-27B --port 30000
     comm:

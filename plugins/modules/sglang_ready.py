@@ -18,7 +18,14 @@ description:
     poll interval of the ready line.
   - Fails at once, quoting the log's last lines, when the unit exits or restarts after a crash, or when the log shows a
     startup error (the hybrid-cache or CUDA out-of-memory message, an NCCL error); fails at O(timeout) otherwise.
-  - There is no fixed sleep anywhere, so a slow start only costs the time it takes.
+  - There is no fixed sleep anywhere, so a slow start only costs the time it takes, and no step waits past
+    O(timeout); the log is opened and read without blocking.
+  - The log directory belongs to the service account, so C(current.log) is never followed blindly. It must point at a
+    log file name the launcher writes in the same directory, and that file must be a regular file with one link. A
+    C(current.log) that points elsewhere (for example at C(/etc/shadow)) or at a FIFO, a device node or a directory
+    fails the wait at once with a message that names what was found, and none of its bytes are read. The file found is
+    kept open for the whole wait, so renaming or swapping files in the directory later changes nothing.
+  - Quoted log lines have their secrets masked (SGLang prints C(api_key) in its C(server_args) line).
 extends_documentation_fragment:
   - llmops.serving.attributes
   - llmops.serving.attributes.read_only
@@ -156,8 +163,11 @@ from ansible.module_utils.urls import open_url
 from ansible_collections.llmops.serving.plugins.module_utils import log_header
 from ansible_collections.llmops.serving.plugins.module_utils import procfs
 from ansible_collections.llmops.serving.plugins.module_utils import readiness
+from ansible_collections.llmops.serving.plugins.module_utils import redact
+from ansible_collections.llmops.serving.plugins.module_utils import service_files
 from ansible_collections.llmops.serving.plugins.module_utils import systemd_show
 from ansible_collections.llmops.serving.plugins.module_utils import unit_check
+from ansible_collections.llmops.serving.plugins.module_utils.deployment_layout import CURRENT_LOG_NAME
 
 
 def _health(url, timeout):
@@ -168,14 +178,21 @@ def _health(url, timeout):
         return getattr(exc, "code", None)
 
 
-def _current_header(path):
-    """(resolved file, header dict) of the log that ``path`` points at now; (None, None) while there is none."""
+def _open_current(path):
+    """(opened log, its summary) for the log ``path`` (current.log) points at now, opened by service_files so that the
+    service account cannot make root read anything else; (None, None) while there is none (MissingFile).
+
+    Raises service_files.RefusedFile when current.log or its target is not a log the launcher wrote.
+    """
     try:
-        resolved = os.path.realpath(path)
-        summary = log_header.read_log_summary(resolved, tail_bytes=0)
-    except OSError:
+        log = service_files.open_log(path)
+    except service_files.MissingFile:
         return None, None
-    return resolved, summary
+    try:
+        return log, log_header.read_log_summary(log.proc_path, tail_bytes=0)
+    except BaseException:
+        log.close()
+        raise
 
 
 def _port_of(url):
@@ -202,8 +219,8 @@ class ReadyWait:
         self.module = module
         self.unit_name = systemd_show.unit_name(params["name"])
         self.log_path = params["log_path"]
-        if os.path.isdir(self.log_path):
-            self.log_path = os.path.join(self.log_path, "current.log")
+        if os.path.basename(os.path.normpath(self.log_path)) != CURRENT_LOG_NAME and os.path.isdir(self.log_path):
+            self.log_path = os.path.join(self.log_path, CURRENT_LOG_NAME)
         self.url = params["url"]
         self.health_url = self.url.rstrip("/") + params["health_path"]
         self.previous_invocation_id = params["previous_invocation_id"]
@@ -238,19 +255,36 @@ class ReadyWait:
             return
         if self.watch is not None and self.watch.invocation_id == invocation:
             return
-        resolved, summary = _current_header(self.log_path)
-        if ((summary or {}).get("header") or {}).get("invocation_id") != invocation:
+        if self.watch is not None:
+            self.watch.close()
             self.watch = None
+        log = summary = None
+        try:
+            log, summary = _open_current(self.log_path)
+        except service_files.RefusedFile as exc:
+            self.fail("%s: %s. The service account can write %s, so root reads nothing there but the launcher's log files; "
+                      "find out who changed it, then restart %s for a fresh log." % (
+                          self.unit_name, exc, os.path.dirname(self.log_path), self.unit_name))
+        except OSError as exc:
+            self.fail("%s: cannot read %s: %s." % (self.unit_name, self.log_path, exc.strerror or exc))
+        if ((summary or {}).get("header") or {}).get("invocation_id") != invocation:
+            if log is not None:
+                log.close()
             if state == readiness.WAITING:
                 self.waiting_for = "the log of invocation %s (the launcher has not switched %s yet)" % (invocation, self.log_path)
             return
-        self.watch = readiness.LogWatch(resolved, summary["offset"], keep_lines=self.tail_lines, invocation_id=invocation)
+        self.watch = readiness.LogWatch(log, summary["offset"], keep_lines=self.tail_lines, invocation_id=invocation)
         if self.polls == 0:  # the first poll: what the log says already was there before the wait
             self.watch.read_new()
             self.ready_before_wait = self.watch.ready_line is not None
 
+    def close(self):
+        if self.watch is not None:
+            self.watch.close()
+
     def fail(self, msg, **facts):
-        self.module.fail_json(msg=msg, **dict(self.result, **facts))
+        self.close()
+        self.module.fail_json(msg=redact.redact_text(msg), **redact.redact_deep(dict(self.result, **facts)))
 
     def quoted_lines(self, none="(none)"):
         """``Last lines of <log>:`` and those lines (``none`` when there are none), for a failure message."""
@@ -274,7 +308,7 @@ class ReadyWait:
         """Exit when the log says ready and /health answers 200; else say what the wait is for."""
         if self.watch is None or not self.watch.ready_line:
             return
-        code = _health(self.health_url, timeout=min(5.0, max(1.0, self.interval * 4)))
+        code = _health(self.health_url, timeout=min(5.0, max(1.0, self.interval * 4), max(0.1, self.remaining())))
         if code != 200:
             self.waiting_for = "%s to answer 200 (the log says ready, /health answered %s)" % (self.health_url, code)
             return
@@ -282,10 +316,15 @@ class ReadyWait:
         line_time = readiness.line_epoch(self.watch.ready_line)
         if line_time is not None and not self.ready_before_wait:
             result["lag_after_ready_line_seconds"] = round(time.time() - line_time, 3)
-        self.module.exit_json(**result)
+        self.close()
+        self.module.exit_json(**redact.redact_deep(result))
+
+    def remaining(self):
+        """Seconds left until O(timeout)."""
+        return self.deadline - time.monotonic()
 
     def fail_on_timeout(self):
-        if time.monotonic() >= self.deadline:
+        if self.remaining() <= 0:
             self.fail("%s was not ready after %.0f s: still waiting for %s. %s" % (
                 self.unit_name, self.timeout, self.waiting_for, self.quoted_lines()))
 
@@ -312,7 +351,7 @@ def main():
             wait.fail_unit_down()
         wait.exit_when_ready()
         wait.fail_on_timeout()
-        time.sleep(wait.interval)
+        time.sleep(max(0.0, min(wait.interval, wait.remaining())))
 
 
 if __name__ == "__main__":

@@ -24,12 +24,25 @@ description:
     C((accept_length - 1\) / (num_draft_tokens - 1\)), which with topk 1 is C((accept_length - 1\) / num_steps),
     SGLang 0.5.23's definition.
   - With thresholds (O(min_accept_length), O(min_throughput)) it fails with a diagnosis that names the suspect.
+  - Only complete lines are read. A last line without its newline (the server is writing it) is left for the next
+    read (RV(resume_offset) stops before it).
+  - Numbers are read as SGLang prints them. A decode line with a value SGLang never prints (C(inf), C(nan),
+    C(1e309), a negative or absurdly long number) is malformed. It is left out of the statistics, counted in
+    RV(malformed_lines) and quoted in RV(malformed); with a threshold set, malformed lines fail the gate. No
+    non-finite number ever appears in the result.
+  - An accept length larger than O(num_draft_tokens) is impossible (a verify pass emits at most that many tokens,
+    the bonus token included) and always fails, naming the bound. Either the log is not this server's, or
+    O(num_draft_tokens) does not match the server's flags.
+  - The log directory belongs to the service account, so the file is opened without following links or blocking and
+    must be a regular file with one link (O(path) may be the directory's C(current.log), resolved the same way);
+    anything else fails with a message that names what was found, and none of its bytes are read. Quoted lines
+    have their secrets masked.
 version_added: 0.1.0
 author:
   - llmops.serving contributors (!UNKNOWN)
 options:
   path:
-    description: The SGLang log file.
+    description: The SGLang log file, or the log directory's C(current.log).
     type: path
     required: true
   offset:
@@ -187,7 +200,9 @@ ready:
   type: dict
   sample: {"line_number": 41, "offset": 10233, "timestamp": "2026-07-30 13:34:58"}
 errors:
-  description: The first O(max_errors) error lines, each with kind, line_number (from O(offset)), offset and the line.
+  description:
+    - The first O(max_errors) error lines, each with kind, line_number (from O(offset)), offset and the line (secrets
+      masked, shortened to 500 characters).
   returned: always
   type: list
   elements: dict
@@ -202,6 +217,26 @@ error_total:
   returned: always
   type: int
   sample: 0
+malformed_lines:
+  description: Decode lines left out because a value is not a number as SGLang prints it.
+  returned: success
+  type: int
+  sample: 0
+malformed:
+  description:
+    - The first O(max_errors) malformed decode lines, each with line_number (from O(offset)), offset, the fields whose
+      values were refused (name and the text found) and the line (secrets masked, shortened to 500 characters).
+  returned: success
+  type: list
+  elements: dict
+  sample: [{"line_number": 7, "offset": 1520, "fields": {"accept_length": "inf"}, "line": "[2026-07-30 13:35:13 TP0] Decode batch, ..."}]
+impossible_accept_length:
+  description:
+    - The largest accept length when it exceeds O(num_draft_tokens) (impossible; the module fails), with its line_number,
+      offset, the bound and how many decode lines exceed it; null when every accept length is possible.
+  returned: success
+  type: dict
+  sample: null
 lines_read:
   description: Lines read after O(offset).
   returned: success
@@ -213,7 +248,9 @@ offset:
   type: int
   sample: 10233
 resume_offset:
-  description: Byte position just after the last complete line read; pass it as O(offset) to read only newer lines.
+  description:
+    - Byte position just after the last complete line read; pass it as O(offset) to read only newer lines.
+    - A half-written last line lies after it, to be read whole next time.
   returned: success
   type: int
   sample: 48811
@@ -239,10 +276,10 @@ diagnosis:
   sample: "accept length 1.31 (of 4 draft tokens) is below 2.5: speculative drafts are being rejected; ..."
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmops.serving.plugins.module_utils import redact
+from ansible_collections.llmops.serving.plugins.module_utils import service_files
 from ansible_collections.llmops.serving.plugins.module_utils.sglang_log import collect_stats
 
 
@@ -263,11 +300,43 @@ def _quote_errors(stats, limit=3):
     return " Errors in the log after the offset: " + " | ".join(quoted) + suffix
 
 
+def malformed_summary(stats):
+    """``2 decode lines carry values SGLang does not print (first: line 7: accept_length='inf')``."""
+    first = stats["malformed"][0] if stats["malformed"] else None
+    where = ""
+    if first is not None:
+        where = " (first: line %s: %s)" % (first["line_number"], ", ".join(
+            "%s=%r" % item for item in sorted(first["fields"].items())))
+    return "%d decode lines carry values SGLang does not print (it writes whole numbers and decimals such as 2.83; not inf, " \
+           "nan, exponents or signs)%s" % (stats["malformed_lines"], where)
+
+
+def impossible_problem(stats):
+    """The sentence for an accept length above the draft-token count, or None."""
+    impossible = stats["impossible_accept_length"]
+    if impossible is None:
+        return None
+    return ("accept length %.2f on line %s (offset %s) is larger than num_draft_tokens=%d, the most tokens one verify pass can "
+            "emit (the bonus token included; with --speculative-eagle-topk 1 that is num_steps + 1), and %d decode lines exceed "
+            "that bound: impossible for a server with these settings, so either num_draft_tokens does not match the server's "
+            "--speculative-num-draft-tokens or the log was not written by this server"
+            % (impossible["value"], impossible["line_number"], impossible["offset"], impossible["bound"], impossible["lines"]))
+
+
 def evaluate(stats, params):
-    """Return a list of diagnosis sentences for the failed checks (empty when all pass)."""
+    """Return a list of diagnosis sentences for the failed checks (empty when all pass).
+
+    An impossible accept length fails whatever the thresholds; malformed decode lines fail a gate (a threshold is
+    set), because the lines left out could be the ones that decide it.
+    """
     problems = []
     num_draft_tokens = stats["num_draft_tokens"]
     thresholds_given = params["min_accept_length"] is not None or params["min_throughput"] is not None
+    impossible = impossible_problem(stats)
+    if impossible:
+        problems.append(impossible)
+    if stats["malformed_lines"] and thresholds_given:
+        problems.append(malformed_summary(stats) + ": the gate does not pass on a log with lines it cannot read")
     min_decode_lines = params["min_decode_lines"]
     if min_decode_lines is None:
         min_decode_lines = 1 if thresholds_given else 0
@@ -342,31 +411,35 @@ def main():
     if params["max_errors"] < 0:
         module.fail_json(msg="max_errors must be >= 0", **base)
     try:
-        file_size = os.stat(path).st_size
+        log = service_files.open_log(path)
+    except service_files.RefusedFile as exc:
+        module.fail_json(msg="cannot read the log: %s" % exc, **base)
     except OSError as exc:
         module.fail_json(msg="cannot read the log %s: %s" % (path, exc.strerror or exc), **base)
-    base["file_size"] = file_size
-    if offset > file_size:
-        diagnosis = ("the log %s is %d bytes, shorter than the offset %d: it was truncated or re-created since the offset was "
-                     "taken, so its lines may belong to another run; take the offset again for the current invocation"
-                     % (path, file_size, offset))
-        base["diagnosis"] = diagnosis
-        module.fail_json(msg=diagnosis, **base)
-
-    try:
-        stats = collect_stats(path, offset=offset, num_steps=num_steps, num_draft_tokens=num_draft_tokens,
-                              max_errors=params["max_errors"])
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="cannot read the log %s: %s" % (path, exc), **base)
+    with log:
+        file_size = log.stat.st_size
+        base["file_size"] = file_size
+        if offset > file_size:
+            diagnosis = ("the log %s is %d bytes, shorter than the offset %d: it was truncated or re-created since the offset "
+                         "was taken, so its lines may belong to another run; take the offset again for the current invocation"
+                         % (path, file_size, offset))
+            base["diagnosis"] = diagnosis
+            module.fail_json(msg=diagnosis, **base)
+        try:
+            stats = collect_stats(log.fd, offset=offset, num_steps=num_steps, num_draft_tokens=num_draft_tokens,
+                                  max_errors=params["max_errors"])
+        except OSError as exc:
+            module.fail_json(msg="cannot read the log %s: %s" % (path, exc.strerror or exc), **base)
     stats.update(num_steps=num_steps, num_draft_tokens=num_draft_tokens, file_size=file_size)
 
     problems = evaluate(stats, params)
-    result = dict(base)
-    result.update(stats)
+    result = redact.redact_deep(dict(base, **stats))
+    if stats["malformed_lines"] and not problems:
+        module.warn(malformed_summary(stats) + "; they were left out of the statistics.")
     if problems:
         diagnosis = "; ".join(problems)
         result["diagnosis"] = diagnosis
-        module.fail_json(msg=diagnosis + "." + _quote_errors(stats), **result)
+        module.fail_json(msg=redact.redact_text(diagnosis + "." + _quote_errors(stats)), **result)
     module.exit_json(**result)
 
 

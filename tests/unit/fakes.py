@@ -3,12 +3,15 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Stand-ins for the kernel and systemd that the unit checks read: a /proc tree in the kernel's formats and a
-``systemctl show`` that answers from a script. Shared by the procfs, systemd_show, unit_check and module tests."""
+``systemctl show`` that answers from a script; and what a hostile service user leaves in its log directory (a root-only
+secret to point at, a time limit for code that could block). Shared by the procfs, systemd_show, unit_check,
+service_files and module tests."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from unittest import mock
 
 from ansible.module_utils import basic
@@ -173,3 +176,50 @@ class FakeSystemctl:
         args = dict((key, value) for key, value in args.items() if value is not None)
         with self.patched():
             return run_module(main, args, check_mode=check_mode)
+
+
+# --------------------------------------------------------------------------- a hostile service user
+
+# What the secret file holds: no line of it may appear in any result, message or exception.
+SECRET_LINES = ("root:$y$j9T$4Fq0Hc1mVxoZ9P2n$uM8TfQe1zq3l0VdS7kWcXr5yBgHa6NtJpL2oE9iKw.D:19700:0:99999:7:::",
+                "llmops-secret-api-key=sk-0a1b2c3d4e5f")
+
+
+def launcher_log_name(invocation, stamp="20261129T194501Z"):
+    """A log name as sglang-launch writes it: <YYYYmmddTHHMMSSZ>-<InvocationID>.log."""
+    return "%s-%s.log" % (stamp, invocation)
+
+
+def root_only_secret(directory):
+    """A 0600 file (like /etc/shadow) with SECRET_LINES in ``directory``; its path."""
+    path = os.path.join(str(directory), "shadow")
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write("\n".join(SECRET_LINES) + "\n")
+    return path
+
+
+def secret_shown(*texts):
+    """The SECRET_LINES (or a telling part of one) that appear in ``texts``."""
+    return [line for line in SECRET_LINES for text in texts if line[:16] in str(text) or line in str(text)]
+
+
+class Hung(AssertionError):
+    """Raised by within() when the code under test is still blocked at its deadline."""
+
+
+@contextlib.contextmanager
+def within(seconds):
+    """Fail with Hung when the block runs longer than ``seconds``: SIGALRM interrupts a blocking open() or read() (of a
+    FIFO, say) in this very thread, so the code under test needs no thread and a hang is a test failure, not a hung run."""
+    def expire(signum, frame):
+        del signum, frame
+        raise Hung("still blocked after %s s" % seconds)
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -175,6 +175,17 @@ def test_describe_process(fake_proc):
     assert procfs.describe_process(5, root) == {"pid": 5, "cmdline": None, "comm": None, "started_at": None}
 
 
+def test_describe_process_masks_secrets_before_shortening(fake_proc):
+    # A key at the end of a long command line: shortening first would still show its start.
+    key = "sk-0123456789abcdef"
+    fake_proc.add_process(4243, ["sglang", "serve", "--model-path", "/m/" + "x" * 270, "--api-key", key])
+    fake_proc.add_process(4244, ["sglang", "serve", "--api-key", key, "--port", "30000"])
+    root = str(fake_proc.root)
+    long_line = procfs.describe_process(4243, root)["cmdline"]
+    assert len(long_line) == 300 and "sk-0" not in long_line
+    assert procfs.describe_process(4244, root)["cmdline"] == "sglang serve --api-key ******** --port 30000"
+
+
 # --------------------------------------------------------------------------- fds, sockets, fdinfo
 
 def test_parse_fdinfo_flags_and_write_modes():

@@ -1,8 +1,13 @@
 from __future__ import annotations
 
 import datetime
+import os
 
 from ansible_collections.llmops.serving.plugins.module_utils import readiness
+from ansible_collections.llmops.serving.plugins.module_utils import service_files
+from ansible_collections.llmops.serving.tests.unit.fakes import within
+
+LOG_NAME = "20261129T100000Z-%s.log" % ("ab" * 16)
 
 HEADER = "# llmops-serving instance=q deployment_id=d invocation_id=abc pid=7 started_at=2026-11-29T10:00:00Z unit=sglang-q.service\n"
 
@@ -21,10 +26,14 @@ def test_unit_verdicts():
     assert state == readiness.WAITING and "from before the restart" in message
 
 
+def watch_of(path, offset, **options):
+    return readiness.LogWatch(service_files.open_log(str(path)), offset, **options)
+
+
 def test_log_watch_reads_only_complete_new_lines(tmp_path):
-    log = tmp_path / "run.log"
+    log = tmp_path / LOG_NAME
     log.write_text(HEADER + "[2026-11-29 10:00:01] server_args={}\n[2026-11-29 10:00:02] The server is fired")
-    watch = readiness.LogWatch(str(log), len(HEADER), invocation_id="abc")
+    watch = watch_of(log, len(HEADER), invocation_id="abc")
     watch.read_new()
     assert list(watch.last_lines) == ["[2026-11-29 10:00:01] server_args={}"]
     assert watch.ready_line is None, "a half-written line is not read yet"
@@ -39,12 +48,36 @@ def test_log_watch_records_the_first_fatal_startup_error(tmp_path):
     # The hybrid-cache OOM message as given in shared/reference/sglang.md (not a captured log line).
     oom = ("[2026-11-29 10:00:03 TP0] Not enough GPU memory for hybrid (mamba/linear-attention) state cache ... Try: "
            "(1) reduce --max-running-requests, (2) increase --mem-fraction-static, (3) reduce --speculative-num-draft-tokens")
-    log = tmp_path / "run.log"
+    log = tmp_path / LOG_NAME
     log.write_text(HEADER + "[2026-11-29 10:00:01] Traceback (most recent call last):\n" + oom + "\n")
-    watch = readiness.LogWatch(str(log), len(HEADER), keep_lines=1)
+    watch = watch_of(log, len(HEADER), keep_lines=1)
     watch.read_new()
     assert watch.fatal == ("oom_hybrid", oom)
     assert list(watch.last_lines) == [oom]
+
+
+def test_log_watch_keeps_reading_the_file_it_opened_whatever_the_directory_shows_later(tmp_path):
+    # Once open, the watch reads that inode: the service user renaming a FIFO over the name changes nothing.
+    log = tmp_path / LOG_NAME
+    log.write_text(HEADER)
+    watch = watch_of(log, len(HEADER))
+    log.rename(tmp_path / "moved-away")
+    os.mkfifo(str(log))
+    with open(tmp_path / "moved-away", "a", encoding="utf-8") as handle:
+        handle.write("[2026-11-29 10:00:02] The server is fired up and ready to roll!\n")
+    with within(5):
+        watch.read_new()
+    assert watch.ready_line == "[2026-11-29 10:00:02] The server is fired up and ready to roll!"
+    watch.close()
+
+
+def test_log_watch_masks_secrets_in_the_lines_it_keeps(tmp_path):
+    line = "[2026-11-29 10:00:01] server_args={'model_path': '/models/q', 'api_key': 'sk-5e4d3c2b1a', 'port': 30000}"
+    log = tmp_path / LOG_NAME
+    log.write_text(HEADER + line + "\n")
+    watch = watch_of(log, len(HEADER))
+    watch.read_new()
+    assert list(watch.last_lines) == [line.replace("sk-5e4d3c2b1a", "********")]
 
 
 def test_line_epoch_reads_seconds_and_milliseconds_as_local_time():

@@ -6,9 +6,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import sglang_log
+from ansible_collections.llmops.serving.tests.unit.fakes import within
 
 # ---------------------------------------------------------------------------------------------
 # Verbatim decode lines. Each is copied exactly from the public page named next to it.
@@ -291,29 +296,65 @@ def _write(tmp_path, lines, newline_at_end=True, name="sglang.log"):
     return path
 
 
+@contextlib.contextmanager
+def _opened(path):
+    """A read-only descriptor of ``path``, as service_files.open_log() hands one to the reader."""
+    fd = os.open(str(path), os.O_RDONLY)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _read(path, **options):
+    with _opened(path) as fd:
+        return list(sglang_log.read_lines_from(fd, **options))
+
+
+def _stats(path, **options):
+    with _opened(path) as fd:
+        return sglang_log.collect_stats(fd, **options)
+
+
 class TestReader:
     def test_reads_from_offset_only(self, tmp_path):
         first_run = [OLD_DP_TP, READY_LINE]
         path = _write(tmp_path, first_run + [CURRENT_HYBRID, CURRENT_DENSE])
         offset = len(("\n".join(first_run) + "\n").encode("utf-8"))
-        lines = list(sglang_log.read_lines_from(str(path), offset=offset))
+        lines = _read(path, offset=offset)
         assert [item[2] for item in lines] == [CURRENT_HYBRID, CURRENT_DENSE]
         assert lines[0][0] == 1 and lines[0][1] == offset
         assert lines[1][1] == offset + len(CURRENT_HYBRID) + 1
 
-    def test_small_chunks_and_final_partial_line(self, tmp_path):
-        path = _write(tmp_path, [CURRENT_HYBRID, ACCESS_LINE, "partial Decode batch, #running-req: 2"], newline_at_end=False)
-        reader = sglang_log.LogLineReader(str(path), offset=0, chunk_size=7)
-        texts = [item[2] for item in reader]
-        assert texts == [CURRENT_HYBRID, ACCESS_LINE, "partial Decode batch, #running-req: 2"]
-        # The partial line is re-read next time: resume_offset stops after the last newline.
-        assert reader.resume_offset == len(CURRENT_HYBRID) + 1 + len(ACCESS_LINE) + 1
+    def test_a_half_written_last_line_is_left_for_the_next_read(self, tmp_path):
+        # The server is in the middle of a decode line: it is not read until its newline is there, then read whole.
+        partial = CURRENT_DENSE[:60]
+        path = _write(tmp_path, [CURRENT_HYBRID, ACCESS_LINE, partial], newline_at_end=False)
+        with _opened(path) as fd:
+            reader = sglang_log.LogLineReader(fd, offset=0, chunk_size=7)
+            assert [item[2] for item in reader] == [CURRENT_HYBRID, ACCESS_LINE]
+            assert reader.resume_offset == len(CURRENT_HYBRID) + 1 + len(ACCESS_LINE) + 1
+            with open(path, "a", encoding="utf-8") as handle:
+                handle.write(CURRENT_DENSE[60:] + "\n")
+            again = sglang_log.LogLineReader(fd, offset=reader.resume_offset, chunk_size=7)
+            assert [(item[1], item[2]) for item in again] == [(reader.resume_offset, CURRENT_DENSE)]
+
+    def test_bytes_appended_during_a_read_wait_for_the_next_one(self, tmp_path):
+        # A read stops at the size the file had when it began, so a writer that keeps appending cannot keep it going.
+        path = _write(tmp_path, [CURRENT_HYBRID, CURRENT_DENSE])
+        with _opened(path) as fd, within(10):
+            seen = []
+            for _number, _offset, text in sglang_log.LogLineReader(fd, chunk_size=16):
+                seen.append(text)
+                with open(path, "a", encoding="utf-8") as handle:
+                    handle.write(ACCESS_LINE + "\n")
+        assert seen == [CURRENT_HYBRID, CURRENT_DENSE]
 
     @pytest.mark.parametrize("chunk_size", [1, 2, 3, 7, 64, 137, 65536])
     def test_any_chunk_size_gives_the_same_lines(self, tmp_path, chunk_size):
         lines = [CURRENT_HYBRID, "", ACCESS_LINE, "ünïcödé line", OLD_DP_TP]
-        path = _write(tmp_path, lines, newline_at_end=False)
-        items = list(sglang_log.read_lines_from(str(path), offset=0, chunk_size=chunk_size))
+        path = _write(tmp_path, lines)
+        items = _read(path, offset=0, chunk_size=chunk_size)
         assert [item[2] for item in items] == lines
         assert [item[0] for item in items] == [1, 2, 3, 4, 5]
         data = path.read_bytes()
@@ -322,7 +363,7 @@ class TestReader:
 
     def test_long_line_is_cut_and_rest_skipped(self, tmp_path):
         path = _write(tmp_path, ["x" * 5000, CURRENT_NO_SPEC])
-        items = list(sglang_log.read_lines_from(str(path), chunk_size=64, max_line_bytes=200))
+        items = _read(path, chunk_size=64, max_line_bytes=200)
         assert len(items) == 2
         assert items[0][2] == "x" * 200
         assert items[1][2] == CURRENT_NO_SPEC
@@ -331,14 +372,14 @@ class TestReader:
     def test_invalid_utf8_and_crlf(self, tmp_path):
         path = tmp_path / "bad.log"
         path.write_bytes(b"\xff\xfe junk\r\n" + CURRENT_NO_SPEC.encode() + b"\r\n")
-        texts = [item[2] for item in sglang_log.read_lines_from(str(path))]
+        texts = [item[2] for item in _read(path)]
         assert texts[1] == CURRENT_NO_SPEC
         assert "\ufffd" in texts[0]
 
     def test_offset_at_end(self, tmp_path):
         path = _write(tmp_path, [CURRENT_NO_SPEC])
         size = path.stat().st_size
-        assert list(sglang_log.read_lines_from(str(path), offset=size)) == []
+        assert _read(path, offset=size) == []
 
 
 class TestCollectStats:
@@ -357,7 +398,7 @@ class TestCollectStats:
         ]
         path = _write(tmp_path, previous_run + current_run)
         offset = len(("\n".join(previous_run) + "\n").encode("utf-8"))
-        stats = sglang_log.collect_stats(str(path), offset=offset, num_steps=3)
+        stats = _stats(path, offset=offset, num_steps=3)
         assert stats["decode_lines"] == 4
         assert stats["decode_lines_with_accept_length"] == 3
         assert stats["accept_length"] == {"mean": pytest.approx((3.13 + 3.13 + 1.67) / 3, abs=1e-4),
@@ -388,7 +429,7 @@ class TestCollectStats:
     def test_errors_bounded_with_line_numbers(self, tmp_path):
         lines = [CURRENT_NO_SPEC] + [SCHEDULER_EXCEPTION, RUNTIME_OOM_LINE] * 15 + [HYBRID_OOM_TEXT]
         path = _write(tmp_path, lines)
-        stats = sglang_log.collect_stats(str(path), max_errors=5)
+        stats = _stats(path, max_errors=5)
         assert len(stats["errors"]) == 5
         assert stats["error_total"] == 31
         assert stats["error_counts"] == {"traceback": 15, "cuda_oom": 15, "oom_hybrid": 1}
@@ -399,7 +440,7 @@ class TestCollectStats:
 
     def test_no_decode_lines(self, tmp_path):
         path = _write(tmp_path, [READY_LINE, ACCESS_LINE])
-        stats = sglang_log.collect_stats(str(path))
+        stats = _stats(path)
         assert stats["decode_lines"] == 0
         assert stats["accept_length"] is None
         assert stats["acceptance_rate"] is None
@@ -409,5 +450,83 @@ class TestCollectStats:
 
     def test_explicit_draft_tokens(self, tmp_path):
         path = _write(tmp_path, [CURRENT_HYBRID])
-        stats = sglang_log.collect_stats(str(path), num_steps=5, num_draft_tokens=6)
+        stats = _stats(path, num_steps=5, num_draft_tokens=6)
         assert stats["acceptance_rate"]["mean"] == pytest.approx(2.13 / 5, abs=1e-3)
+
+
+# Absurd values in an otherwise verbatim line: CURRENT_HYBRID (pull/30047) with its "accept len: 3.13" replaced. SGLang
+# prints %.2f, so none of these comes from SGLang; a float() of the old parser made "1e309" and a long digit string
+# Infinity and read "1e309" as 1.0.
+ABSURD_ACCEPT_LENGTHS = ["inf", "nan", "1e309", "-1.00", "9" * 400, "2.83e0", "", "0x10"]
+
+
+def _with_accept_length(value):
+    return CURRENT_HYBRID.replace("accept len: 3.13", "accept len: %s" % value)
+
+
+class TestStrictNumbers:
+    @pytest.mark.parametrize("value", ABSURD_ACCEPT_LENGTHS)
+    def test_a_value_sglang_does_not_print_makes_the_line_malformed(self, value):
+        record = sglang_log.parse_decode_line(_with_accept_length(value))
+        assert record["accept_length"] is None
+        assert record["malformed"] == {"accept_length": value[:40]}
+
+    @pytest.mark.parametrize("line", [OLD_DP_TP, OLD_LARGEST_LEN, OLD_IDLE, OLD_WITH_RATE, MID_TRAILING_COMMA, CURRENT_HYBRID,
+                                      CURRENT_DENSE, CURRENT_TP_EP, CURRENT_NO_SPEC, SYNTHETIC_MS, OLD_NO_PREFIX])
+    def test_every_verbatim_line_is_sound(self, line):
+        assert sglang_log.parse_decode_line(line)["malformed"] == {}
+
+    def test_absurd_throughput_and_counts_too(self):
+        assert sglang_log.parse_decode_line(CURRENT_HYBRID.replace("155.34", "inf"))["malformed"] == {"gen_throughput": "inf"}
+        assert sglang_log.parse_decode_line(CURRENT_HYBRID.replace("#queue-req: 0", "#queue-req: -3"))["malformed"] == {
+            "queue_req": "-3"}
+
+    def test_block_accept_len_is_not_the_accept_length(self):
+        # 0.5.23's metrics_reporter may print "block accept len:" after "accept len:" (DSpark cap-accept mode).
+        record = sglang_log.parse_decode_line(CURRENT_HYBRID.replace("accept rate: 0.71, ", "accept rate: 0.71, block accept len: 9.50, "))
+        assert record["accept_length"] == pytest.approx(3.13) and record["malformed"] == {}
+
+    def test_malformed_lines_are_counted_reported_and_kept_out_of_the_stats(self, tmp_path):
+        lines = [CURRENT_HYBRID] + [_with_accept_length(value) for value in ABSURD_ACCEPT_LENGTHS] + [CURRENT_DENSE]
+        path = _write(tmp_path, lines)
+        stats = _stats(path, max_errors=3)
+        assert stats["decode_lines"] == 2
+        assert stats["accept_length"] == {"mean": pytest.approx((3.13 + 1.67) / 2), "min": 1.67, "max": 3.13, "last": 1.67}
+        assert stats["malformed_lines"] == len(ABSURD_ACCEPT_LENGTHS)
+        assert [item["line_number"] for item in stats["malformed"]] == [2, 3, 4]
+        assert stats["malformed"][0]["fields"] == {"accept_length": "inf"}
+        assert stats["malformed"][0]["offset"] == len(CURRENT_HYBRID) + 1
+        # Nothing non-finite anywhere: strict JSON (no Infinity, no NaN) accepts the whole result.
+        json.dumps(stats, allow_nan=False)
+
+    def test_a_half_written_decode_line_is_not_counted(self, tmp_path):
+        path = _write(tmp_path, [CURRENT_HYBRID, CURRENT_DENSE[:80]], newline_at_end=False)
+        stats = _stats(path)
+        assert stats["decode_lines"] == 1 and stats["lines_read"] == 1
+        assert stats["resume_offset"] == len(CURRENT_HYBRID) + 1
+
+
+class TestImpossibleAcceptLength:
+    def test_an_accept_length_above_the_draft_tokens_is_reported_with_its_line(self, tmp_path):
+        # Verbatim lines (accept len 2.90 and 2.86) read with 1 step, so 2 draft tokens: more than 2 tokens per verify pass
+        # cannot be accepted, so these lines cannot come from a server with these settings.
+        path = _write(tmp_path, [CURRENT_NO_SPEC, OLD_DP_TP, OLD_DP6_TP6, OLD_IDLE])
+        stats = _stats(path, num_steps=1)
+        assert stats["impossible_accept_length"] == {"value": 2.90, "line_number": 2, "offset": len(CURRENT_NO_SPEC) + 1,
+                                                     "bound": 2, "lines": 2}
+        assert _stats(path, num_steps=3)["impossible_accept_length"] is None
+
+    def test_the_bound_itself_is_possible(self, tmp_path):
+        path = _write(tmp_path, [CURRENT_HYBRID.replace("accept len: 3.13", "accept len: 4.00")])
+        assert _stats(path, num_steps=3)["impossible_accept_length"] is None
+        assert _stats(path, num_steps=2)["impossible_accept_length"]["bound"] == 3
+
+
+class TestQuotedLines:
+    def test_an_error_line_is_quoted_with_its_secrets_masked(self, tmp_path):
+        # An exception whose text carries the server's arguments (SGLang's repr prints api_key in clear).
+        line = "ValueError: bad arguments ServerArgs(model_path='/models/q', api_key='sk-9f8e7d6c5b4a', port=30000)"
+        path = _write(tmp_path, [line])
+        stats = _stats(path)
+        assert stats["errors"][0]["line"] == line.replace("sk-9f8e7d6c5b4a", "********")
+        assert "sk-9f8e7d6c5b4a" not in json.dumps(stats)

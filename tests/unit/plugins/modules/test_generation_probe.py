@@ -65,6 +65,9 @@ class FakeServer:
                     return self._send(401, {"error": "Unauthorized"})
                 if server.behaviour == "error_echoing_key":
                     return self._send(500, {"error": "internal error for key %s" % self.headers.get("Authorization")})
+                if server.behaviour == "error_echoing_cut_header":
+                    # A proxy that quotes the start of the header it rejected: not the whole key, so not the literal.
+                    return self._send(502, {"error": "upstream refused Authorization: %s..." % self.headers.get("Authorization")[:17]})
                 if server.behaviour == "not_json":
                     self.send_response(200)
                     self.end_headers()
@@ -244,6 +247,23 @@ def test_server_echoing_the_key_is_scrubbed(server_factory):
     assert failed
     assert "returned 500" in result["msg"] and "********" in result["msg"]
     _assert_key_absent(result)
+
+
+def test_an_echoed_authorization_header_is_masked_even_when_cut(server_factory):
+    server = server_factory(behaviour="error_echoing_cut_header")
+    result, failed = run_module(generation_probe.main, _args(server, num_samples=1))
+    assert failed and "returned 502" in result["msg"]
+    assert "Authorization: Bearer ********" in result["msg"]
+    assert API_KEY[:6] not in json.dumps(result, default=str)
+
+
+def test_a_password_in_the_url_never_comes_back(server_factory):
+    server = server_factory(behaviour="varied", require_key="another-key")
+    url = server.url.replace("http://", "http://probe:url-pass-4d2c@")
+    result, failed = run_module(generation_probe.main, _args(server, url=url, num_samples=1))
+    assert failed and "returned 401" in result["msg"]
+    assert "url-pass-4d2c" not in json.dumps(result, default=str)
+    assert result["endpoint"].startswith("http://probe:********@127.0.0.1:")
 
 
 def test_body_that_is_not_json(server_factory):

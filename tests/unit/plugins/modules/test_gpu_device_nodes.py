@@ -6,6 +6,10 @@ import os
 
 import pytest
 
+from ansible.executor.task_result import TaskResult
+from ansible.inventory.host import Host
+from ansible.playbook.task import Task
+
 from ansible_collections.llmops.serving.plugins.modules import gpu_device_nodes
 from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
 
@@ -29,20 +33,30 @@ def test_nodes_come_with_their_real_numbers_in_natural_order(dev):
         {"path": "%s/nvidiactl" % dev, "type": "c", "major": 1, "minor": 3},
     ]
     assert result["majors"] == [1]
-    assert result["unmatched"] == [] and result["skipped"] == []
+    assert result["unmatched"] == [] and result["other_files"] == []
 
 
-def test_other_files_are_skipped_and_directories_only_on_request(dev):
+def test_other_files_are_left_out_and_directories_only_on_request(dev):
     patterns = ["%s/nvidia-*" % dev]
     result, failed = run_module(gpu_device_nodes.main, {"patterns": patterns})
     assert not failed
     assert result["devices"] == []
-    assert result["skipped"] == ["%s/nvidia-caps" % dev, "%s/nvidia-notes.txt" % dev]
+    assert result["other_files"] == ["%s/nvidia-caps" % dev, "%s/nvidia-notes.txt" % dev]
     assert result["unmatched"] == patterns
     result, failed = run_module(gpu_device_nodes.main, {"patterns": patterns, "include_directories": True})
     assert not failed
     assert result["devices"] == [{"path": "%s/nvidia-caps" % dev, "type": "d", "major": None, "minor": None}]
-    assert result["majors"] == [] and result["skipped"] == ["%s/nvidia-notes.txt" % dev]
+    assert result["majors"] == [] and result["other_files"] == ["%s/nvidia-notes.txt" % dev]
+
+
+def test_a_directory_among_the_matches_does_not_make_ansible_call_the_task_skipped(dev):
+    # Issue #13: /dev/nvidia* also matches the /dev/nvidia-caps directory; a result key named `skipped` listing it made
+    # Ansible show the task as SKIPPED and `is skipped` true. ansible-core's own TaskResult decides here.
+    result, failed = run_module(gpu_device_nodes.main, {"patterns": ["%s/nvidia*" % dev]})
+    assert not failed and "%s/nvidia-caps" % dev in result["other_files"]
+    task_result = TaskResult(Host("pve"), Task(), result, {})
+    assert not task_result.is_skipped() and not task_result.is_failed() and not task_result.is_changed()
+    assert not set(result) & {"skipped", "failed", "unreachable", "results", "ansible_facts", "invocation"}
 
 
 def test_overlapping_patterns_list_a_node_once(dev):

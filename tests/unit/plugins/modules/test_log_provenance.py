@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import time
 
@@ -15,7 +16,8 @@ import pytest
 from ansible_collections.llmops.serving.plugins.module_utils import procfs
 from ansible_collections.llmops.serving.plugins.modules import log_provenance
 from ansible_collections.llmops.serving.tests.unit.fakes import (
-    CONTROL_GROUP, INVOCATION, MAIN_PID, UNIT, FakeProc, FakeSystemctl, show_text, vanish_mid_scan)
+    CONTROL_GROUP, INVOCATION, MAIN_PID, UNIT, FakeProc, FakeSystemctl, launcher_log_name, root_only_secret, secret_shown,
+    show_text, vanish_mid_scan, within)
 
 SESSION = "/user.slice/user-0.slice/session-3.scope"
 DEPLOYMENT = "3f" * 32
@@ -239,8 +241,9 @@ def test_path_missing(target):
     os.unlink(target.current)
     result, failed = target.run()
     assert failed
-    assert result["msg"].startswith("%s does not exist (it resolves to %s)." % (target.logs / "current.log", target.current))
-    assert result["inode"] is None
+    assert result["msg"].startswith("%s points at %s, which does not exist." % (
+        target.logs / "current.log", os.path.basename(target.current)))
+    assert result["path"] == target.current and result["inode"] is None
 
 
 def test_main_pid_fd_unreadable(target):
@@ -257,6 +260,81 @@ def test_pids_vanishing_mid_scan(target, monkeypatch):
     vanish_mid_scan(monkeypatch, listdir={"/4242/fd": ProcessLookupError})
     result, failed = target.run()
     assert not failed, result.get("msg")
+
+
+# --------------------------------------------------------------------------- a log directory the service user tampered with
+
+def repoint(target, name):
+    """current.log -> ``name``, as the service user can do at any time."""
+    link = target.logs / "current.log"
+    os.unlink(str(link))
+    os.symlink(name, str(link))
+
+
+def test_current_log_pointing_at_a_root_only_file_is_refused_and_none_of_it_comes_back(target, tmp_path):
+    # The old module followed the link and quoted the file's first line as the "header" it could not parse.
+    target.server()
+    secret = root_only_secret(tmp_path)
+    repoint(target, secret)
+    result, failed = target.run()
+    assert failed
+    assert result["msg"].startswith("%s points outside the log directory to %s; it is not followed." % (
+        target.logs / "current.log", secret))
+    # What the server really writes is still named, from its fds.
+    assert "is not the file MainPID 4711 writes now: its fds 1 and 2 go to %s" % target.current in result["msg"]
+    assert result["path"] == str(target.logs / "current.log")
+    assert (result["inode"], result["header"], result["header_error"], result["last_line"]) == (None, None, None, None)
+    assert not secret_shown(json.dumps(result))
+
+
+def test_a_hard_link_to_a_root_only_file_is_refused(target, tmp_path):
+    target.server()
+    secret = root_only_secret(tmp_path)
+    name = launcher_log_name("9" * 32)
+    os.link(secret, str(target.logs / name))
+    repoint(target, name)
+    result, failed = target.run()
+    assert failed and "which has 2 hard links" in result["msg"]
+    assert not secret_shown(json.dumps(result))
+
+
+@pytest.mark.parametrize("make, kind", [(os.mkfifo, "a FIFO"), (os.mkdir, "a directory")])
+def test_current_log_pointing_at_a_fifo_or_directory_fails_without_blocking(target, make, kind):
+    target.server()
+    name = launcher_log_name("8" * 32)
+    make(str(target.logs / name))
+    repoint(target, name)
+    with within(10):
+        result, failed = target.run()
+    assert failed
+    assert result["msg"].startswith("%s points at %s, which is %s, not a log file; it is not read." % (
+        target.logs / "current.log", name, kind))
+    assert result["path"] == str(target.logs / name)
+
+
+def test_a_fifo_passed_as_path_fails_without_blocking(target):
+    target.server()
+    fifo = str(target.logs / launcher_log_name("7" * 32))
+    os.mkfifo(fifo)
+    with within(10):
+        result, failed = target.run(path=fifo)
+    assert failed and result["msg"].startswith("%s is a FIFO, not a log file; it is not read." % fifo)
+
+
+def test_command_lines_and_log_lines_come_back_without_the_api_key(target):
+    # A process outside the unit writes into the log, started with the key on its command line; the log's last
+    # line carries it too (SGLang's repr of its arguments).
+    key = "sk-0f3a9c2e5d7b"
+    line = "[2026-11-29 19:45:03 TP0] ServerArgs(model_path='/models/q', api_key='%s', port=30000)" % key
+    target.current = target.write_log(os.path.basename(target.current), header(), [DECODE_TP0, line])
+    target.server()
+    target.proc.add_process(4242, ["python3", "-m", "sglang.launch_server", "--api-key", key, "--port", "30000"],
+                            cgroup_path=SESSION, starttime=700, fds={1: (target.current, "0102001")})
+    result, failed = target.run()
+    assert failed
+    assert "PID 4242 (python3 -m sglang.launch_server --api-key ******** --port 30000, started" in result["msg"]
+    assert result["last_line"] == line.replace(key, "********")
+    assert key not in json.dumps(result)
 
 
 # --------------------------------------------------------------------------- this machine's real /proc

@@ -99,6 +99,27 @@ def test_secrets_from_environ_never_leave_the_module(target):
         assert API_KEY not in json.dumps(result)
 
 
+def test_command_lines_with_the_api_key_come_back_masked(target):
+    # The launcher used to pass the key as --api-key: the unit's own server and a stray started by hand with it (and a
+    # client that sends it as a header) are shown without it, in the listener, the GPU holders, the strays and the message.
+    target.healthy_server()
+    main = target.proc.root / str(MAIN_PID) / "cmdline"
+    main.write_bytes(b"\0".join(word.encode() for word in [
+        "/opt/sglang/bin/python", "-m", "sglang.launch_server", "--port", "30000", "--api-key", API_KEY]) + b"\0")
+    target.proc.add_process(STRAY_PID, ["python3", "-m", "sglang.launch_server", "--api-key=" + API_KEY], cgroup_path=SESSION,
+                            starttime=2000, fds={5: target.gpu("nvidia1")})
+    target.proc.add_process(4343, ["curl", "-H", "Authorization: Bearer " + API_KEY, "http://127.0.0.1:30000/v1/models"],
+                            cgroup_path=SESSION, starttime=2100, fds={5: target.gpu("nvidia0")})
+    result, failed = target.run()
+    assert failed
+    assert result["listener"]["cmdline"] == "/opt/sglang/bin/python -m sglang.launch_server --port 30000 --api-key ********"
+    assert [stray["cmdline"] for stray in result["strays"]] == [
+        "python3 -m sglang.launch_server --api-key=********",
+        "curl -H Authorization: Bearer ******** http://127.0.0.1:30000/v1/models"]
+    assert "PID 4242 (python3 -m sglang.launch_server --api-key=********, started" in result["msg"]
+    assert API_KEY not in json.dumps(result)
+
+
 def test_bare_name_gets_service_suffix(target):
     target.healthy_server()
     result, failed = target.run(name="sglang-qwen36")

@@ -7,16 +7,21 @@
 from __future__ import annotations
 
 import http.server
+import json
 import os
+import pathlib
 import threading
 import time
 
 import pytest
 
 from ansible_collections.llmops.serving.plugins.modules import sglang_ready
-from ansible_collections.llmops.serving.tests.unit.fakes import FakeSystemctl, show_text
+from ansible_collections.llmops.serving.tests.unit.fakes import (
+    FakeSystemctl, launcher_log_name, root_only_secret, secret_shown, show_text, within)
 
 INVOCATION = "0123456789abcdef0123456789abcdef"
+RUN_LOG = launcher_log_name(INVOCATION, "20261129T100000Z")
+DATA = pathlib.Path(__file__).parents[1] / "module_utils" / "data" / "sglang_server_args"
 READY = "The server is fired up and ready to roll!"
 
 
@@ -65,7 +70,7 @@ def run(args, states):
 
 
 def test_ready_line_written_during_the_wait_is_noticed_within_a_poll(tmp_path, health):
-    log = tmp_path / "20261129T100000Z-x.log"
+    log = tmp_path / RUN_LOG
     log.write_text(header() + f"[{stamp()}] Load weight begin.\n")
     (tmp_path / "current.log").symlink_to(log.name)
 
@@ -86,7 +91,7 @@ def test_ready_line_written_during_the_wait_is_noticed_within_a_poll(tmp_path, h
 
 
 def test_an_older_invocations_log_is_never_taken_for_the_current_one(tmp_path, health):
-    log = tmp_path / "old.log"
+    log = tmp_path / launcher_log_name("f" * 32, "20261129T090000Z")
     log.write_text(header("f" * 32) + f"[{stamp()}] {READY}\n")
     (tmp_path / "current.log").symlink_to(log.name)
     result, failed, _calls = run({"name": "sglang-q", "log_path": str(tmp_path / "current.log"), "url": health,
@@ -98,7 +103,7 @@ def test_an_older_invocations_log_is_never_taken_for_the_current_one(tmp_path, h
 def test_startup_oom_fails_at_once_quoting_the_line(tmp_path, health):
     # The hybrid-cache OOM message as given in shared/reference/sglang.md (not a captured log line).
     oom = "Not enough GPU memory for hybrid (mamba/linear-attention) state cache ... Try: (1) reduce --max-running-requests"
-    log = tmp_path / "run.log"
+    log = tmp_path / RUN_LOG
     log.write_text(header() + f"[{stamp()} TP0] {oom}\n")
     (tmp_path / "current.log").symlink_to(log.name)
     started = time.monotonic()
@@ -110,7 +115,7 @@ def test_startup_oom_fails_at_once_quoting_the_line(tmp_path, health):
 
 
 def test_a_unit_that_exited_fails_at_once_with_its_logs_last_lines(tmp_path, health):
-    log = tmp_path / "run.log"
+    log = tmp_path / RUN_LOG
     log.write_text(header() + f"[{stamp()}] sglang serve: error: ambiguous option: --cuda-graph-max-bs could match x, y\n")
     (tmp_path / "current.log").symlink_to(log.name)
     result, failed, calls = run({"name": "sglang-q", "log_path": str(tmp_path), "url": health, "timeout": 30},
@@ -121,7 +126,7 @@ def test_a_unit_that_exited_fails_at_once_with_its_logs_last_lines(tmp_path, hea
 
 
 def test_a_restart_that_never_happens_times_out_saying_so(tmp_path, health):
-    log = tmp_path / "run.log"
+    log = tmp_path / RUN_LOG
     log.write_text(header() + f"[{stamp()}] {READY}\n")
     (tmp_path / "current.log").symlink_to(log.name)
     result, failed, _calls = run({"name": "sglang-q", "log_path": str(tmp_path), "url": health, "timeout": 0.4,
@@ -133,7 +138,7 @@ def test_a_restart_that_never_happens_times_out_saying_so(tmp_path, health):
 def test_health_must_answer_200_too(tmp_path, health):
     Health.code = 503
     try:
-        log = tmp_path / "run.log"
+        log = tmp_path / RUN_LOG
         log.write_text(header() + f"[{stamp()}] {READY}\n")
         (tmp_path / "current.log").symlink_to(log.name)
         result, failed, _calls = run({"name": "sglang-q", "log_path": str(tmp_path), "url": health, "timeout": 0.4,
@@ -144,7 +149,7 @@ def test_health_must_answer_200_too(tmp_path, health):
 
 
 def test_already_ready_reports_no_lag(tmp_path, health):
-    log = tmp_path / "run.log"
+    log = tmp_path / RUN_LOG
     log.write_text(header() + f"[{stamp()}] {READY}\n")
     (tmp_path / "current.log").symlink_to(log.name)
     result, failed, _calls = run({"name": "sglang-q", "log_path": str(tmp_path), "url": health, "timeout": 5},
@@ -155,7 +160,7 @@ def test_already_ready_reports_no_lag(tmp_path, health):
 
 def test_a_down_unit_with_a_stray_on_its_port_names_the_stray(tmp_path, health):
     # The incident: the unit was stopped and something else (here: this test's own HTTP server) holds the port.
-    log = tmp_path / "run.log"
+    log = tmp_path / RUN_LOG
     log.write_text(header() + f"[{stamp()}] SIGTERM received. Draining requests and shutting down...\n")
     (tmp_path / "current.log").symlink_to(log.name)
     result, failed, dummy_calls = run({"name": "sglang-q", "log_path": str(tmp_path), "url": health, "timeout": 30},
@@ -166,7 +171,7 @@ def test_a_down_unit_with_a_stray_on_its_port_names_the_stray(tmp_path, health):
 
 
 def test_a_down_unit_with_a_free_port_names_no_holder(tmp_path):
-    log = tmp_path / "run.log"
+    log = tmp_path / RUN_LOG
     log.write_text(header())
     (tmp_path / "current.log").symlink_to(log.name)
     result, failed, dummy_calls = run({"name": "sglang-q", "log_path": str(tmp_path), "url": "http://127.0.0.1:1", "timeout": 30},
@@ -182,3 +187,61 @@ def test_systemd_that_cannot_be_asked_fails_with_the_facts_so_far(tmp_path):
     assert result["msg"].startswith("cannot ask systemd about sglang-q.service: systemctl show")
     assert (result["ready"], result["unit"], result["last_lines"], result["log_file"]) == (False, {}, [], None)
     assert 0 <= result["elapsed_seconds"] < 5
+
+
+# --------------------------------------------------------------------------- a log directory the service user tampered with
+
+def wait_on_tampered(log_path, health, timeout=5):
+    """The wait on a running unit whose log directory was tampered with: (result, failed, seconds it took). The old
+    module blocked in open() on a FIFO whatever its timeout; within() turns such a hang into a failure."""
+    started = time.monotonic()
+    with within(3 * timeout):
+        result, failed, _calls = run({"name": "sglang-q", "log_path": str(log_path), "url": health, "timeout": timeout,
+                                      "poll_interval": 0.1}, [("active", "running")])
+    return result, failed, time.monotonic() - started
+
+
+def test_a_fifo_behind_current_log_fails_at_once_instead_of_hanging(tmp_path, health):
+    # The service user points current.log at a FIFO named like a log: the wait fails at once, never past its timeout.
+    os.mkfifo(str(tmp_path / RUN_LOG))
+    (tmp_path / "current.log").symlink_to(RUN_LOG)
+    result, failed, seconds = wait_on_tampered(tmp_path, health)
+    assert failed and seconds < 5
+    assert "%s points at %s, which is a FIFO, not a log file" % (tmp_path / "current.log", RUN_LOG) in result["msg"]
+    assert result["ready"] is False and result["log_file"] is None
+
+
+def test_current_log_replaced_by_a_fifo_fails_at_once(tmp_path, health):
+    os.mkfifo(str(tmp_path / "current.log"))
+    result, failed, seconds = wait_on_tampered(tmp_path / "current.log", health)
+    assert failed and seconds < 5
+    assert "%s is a FIFO, not the symlink the launcher makes" % (tmp_path / "current.log") in result["msg"]
+
+
+def test_current_log_pointing_at_a_root_only_file_fails_naming_it_and_shows_none_of_it(tmp_path, health):
+    logs = tmp_path / "log"
+    logs.mkdir()
+    secret = root_only_secret(tmp_path)
+    (logs / "current.log").symlink_to(secret)
+    result, failed, seconds = wait_on_tampered(logs, health)
+    assert failed and seconds < 5
+    assert result["msg"].startswith("sglang-q.service: %s points outside the log directory to %s; it is not followed."
+                                    % (logs / "current.log", secret))
+    assert not secret_shown(json.dumps(result))
+
+
+def test_quoted_log_lines_show_no_api_key(tmp_path, health):
+    # SGLang 0.5.23 prints its keys in the server_args line (data/sglang_server_args); the unit then exits, and the
+    # failure quotes the log's last lines.
+    server_args = (DATA / "sglang-0.5.23-dict-with-keys.txt").read_text(encoding="utf-8").strip()
+    log = tmp_path / RUN_LOG
+    log.write_text(header() + f"[{stamp()}] {server_args}\n[{stamp()}] sglang serve: error: unrecognized arguments: "
+                   f"--api-key sk-llmops-test-0f3a9c2e\n")
+    (tmp_path / "current.log").symlink_to(log.name)
+    result, failed, _calls = run({"name": "sglang-q", "log_path": str(tmp_path), "url": health, "timeout": 30},
+                                 [("failed", "failed", "exit-code")])
+    assert failed and "exited before it became ready" in result["msg"]
+    # Quoted lines are shortened to 500 characters (the key fields of server_args lie further in) and masked.
+    assert server_args[:400] in result["msg"] and "--api-key ********" in result["msg"]
+    text = json.dumps(result)
+    assert "sk-llmops-test-0f3a9c2e" not in text and "adm-llmops-test-7b1d" not in text

@@ -6,9 +6,15 @@
 
 from __future__ import annotations
 
+import json
+import os
+from unittest import mock
+
 import pytest
+from ansible.module_utils import basic
 
 from ansible_collections.llmops.serving.plugins.modules import spec_decode_stats
+from ansible_collections.llmops.serving.tests.unit.fakes import launcher_log_name, root_only_secret, secret_shown, within
 from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
 
 # Verbatim decode lines; sources are named in tests/unit/plugins/module_utils/test_sglang_log.py.
@@ -180,3 +186,67 @@ def test_bad_arguments(tmp_path):
         args = dict(args, path=str(path))
         result, failed = run_module(spec_decode_stats.main, args)
         assert failed and result["msg"], args
+
+
+def test_an_accept_length_above_the_draft_tokens_fails_naming_the_bound(tmp_path):
+    # The verbatim 3.13 read for a server with 2 steps (3 draft tokens): impossible, even though it clears the threshold.
+    path = _log(tmp_path, [HYBRID_LINE, LOW_ACCEPT_DENSE])
+    result, failed = run_module(spec_decode_stats.main, {"path": str(path), "num_steps": 2, "min_accept_length": 1.5})
+    assert failed
+    assert result["msg"].startswith(
+        "accept length 3.13 on line 1 (offset 0) is larger than num_draft_tokens=3, the most tokens one verify pass can emit")
+    assert result["impossible_accept_length"] == {"value": 3.13, "line_number": 1, "offset": 0, "bound": 3, "lines": 1}
+    # Without thresholds too: the numbers cannot be reported as this server's.
+    result, failed = run_module(spec_decode_stats.main, {"path": str(path), "num_steps": 2})
+    assert failed and "larger than num_draft_tokens=3" in result["msg"]
+    result, failed = run_module(spec_decode_stats.main, {"path": str(path), "num_steps": 3, "min_accept_length": 1.5})
+    assert not failed, result.get("msg")
+
+
+ABSURD = ["inf", "nan", "1e309", "-1.00", "9" * 400]
+
+
+def test_absurd_values_are_refused_as_malformed_and_never_become_infinity(tmp_path):
+    lines = [HYBRID_LINE] + [HYBRID_LINE.replace("accept len: 3.13", "accept len: %s" % value) for value in ABSURD]
+    path = _log(tmp_path, lines)
+    with mock.patch.object(basic.AnsibleModule, "warn") as warn:
+        result, failed = run_module(spec_decode_stats.main, {"path": str(path)})
+    assert not failed, result.get("msg")
+    json.dumps(result, allow_nan=False)  # strict JSON: no Infinity, no NaN anywhere
+    assert result["decode_lines"] == 1 and result["accept_length"]["max"] == 3.13
+    assert result["malformed_lines"] == len(ABSURD)
+    assert [item["fields"]["accept_length"] for item in result["malformed"]] == [value[:40] for value in ABSURD]
+    assert [call.args[0][:50] for call in warn.call_args_list] == ["5 decode lines carry values SGLang does not print "]
+    # A gate does not pass on them.
+    result, failed = run_module(spec_decode_stats.main, {"path": str(path), "min_accept_length": 2.5})
+    assert failed
+    assert "5 decode lines carry values SGLang does not print" in result["msg"]
+    assert "(first: line 2: accept_length='inf')" in result["msg"]
+    json.dumps(result, allow_nan=False)
+
+
+def test_a_half_written_last_line_is_not_counted_until_it_is_complete(tmp_path):
+    path = tmp_path / "sglang.log"
+    path.write_text(HYBRID_LINE + "\n" + LOW_ACCEPT_DENSE[:70], encoding="utf-8")
+    result, failed = run_module(spec_decode_stats.main, {"path": str(path)})
+    assert not failed
+    assert result["decode_lines"] == 1 and result["resume_offset"] == len(HYBRID_LINE) + 1
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(LOW_ACCEPT_DENSE[70:] + "\n")
+    result, failed = run_module(spec_decode_stats.main, {"path": str(path), "offset": result["resume_offset"]})
+    assert not failed and result["decode_lines"] == 1 and result["accept_length"]["last"] == 1.67
+
+
+def test_a_fifo_or_a_link_out_of_the_directory_is_refused_without_blocking(tmp_path):
+    logs = tmp_path / "log"
+    logs.mkdir()
+    fifo = logs / launcher_log_name("5" * 32)
+    os.mkfifo(str(fifo))
+    with within(10):
+        result, failed = run_module(spec_decode_stats.main, {"path": str(fifo)})
+    assert failed and result["msg"] == "cannot read the log: %s is a FIFO, not a log file; it is not read" % fifo
+    secret = root_only_secret(tmp_path)
+    os.symlink(secret, str(logs / "current.log"))
+    result, failed = run_module(spec_decode_stats.main, {"path": str(logs / "current.log")})
+    assert failed and "points outside the log directory to %s" % secret in result["msg"]
+    assert not secret_shown(json.dumps(result))
