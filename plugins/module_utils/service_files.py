@@ -10,7 +10,7 @@ Every module that reads there as root opens files only through open_log(), which
 
 - opens the directory once and every name relative to it (openat), never a name with a '/';
 - reads current.log with readlink, never lets the kernel follow it: the target must be a log file name the launcher
-  writes (LOG_NAME_PATTERN) in the same directory;
+  writes (deployment_layout.LOG_FILE_NAME_PATTERN) in the same directory;
 - lstats the name and opens it only when it is a regular file, with O_NOFOLLOW (a link swapped in is not followed)
   and O_NONBLOCK (a FIFO swapped in cannot block the open or a read), then fstats what it opened: the same inode,
   a regular file on the directory's device, with one link (a hard link can give a file outside the directory a
@@ -23,14 +23,13 @@ returned descriptor (pread, or its /proc/self/fd name), so the file cannot be sw
 from __future__ import annotations
 
 import os
-import re
 import stat
 
-from ansible_collections.llmops.serving.plugins.module_utils.deployment_layout import CURRENT_LOG_NAME
-
-# The name the launcher gives each log: its start time (UTC) and the systemd InvocationID (sglang-launch).
-LOG_NAME_RE = re.compile(r"\A[0-9]{8}T[0-9]{6}Z-[0-9a-f]{32}\.log\Z")
-LOG_NAME_PATTERN = "<YYYYmmddTHHMMSSZ>-<32 hex invocation id>.log"
+from ansible_collections.llmops.serving.plugins.module_utils.deployment_layout import (
+    CURRENT_LOG_NAME,
+    LOG_FILE_NAME_PATTERN,
+    LOG_FILE_NAME_RE,
+)
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
@@ -132,9 +131,9 @@ def _current_target(dir_fd, link_path):
         raise RefusedFile("%s changed while it was read (%s); it is not followed" % (shown(link_path), exc.strerror or exc)) from None
     if "/" in target:
         raise RefusedFile("%s points outside the log directory to %s; it is not followed" % (shown(link_path), shown(target)))
-    if not LOG_NAME_RE.match(target):
+    if not LOG_FILE_NAME_RE.match(target):
         raise RefusedFile("%s points at %s, which is not a log file name the launcher writes (%s); it is not followed" % (
-            shown(link_path), shown(target), LOG_NAME_PATTERN))
+            shown(link_path), shown(target), LOG_FILE_NAME_PATTERN))
     return target
 
 
