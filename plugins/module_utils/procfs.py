@@ -17,6 +17,7 @@ import os
 import stat
 
 from ansible_collections.llmops.serving.plugins.module_utils import redact
+from ansible_collections.llmops.serving.plugins.module_utils.deployment_layout import DEPLOYMENT_ID_VARIABLE
 
 PROC_ROOT = "/proc"
 
@@ -415,7 +416,7 @@ def read_environ_value(pid, key, proc_root=None):
 
 def read_deployment_id(pid, proc_root=None):
     """LLMOPS_DEPLOYMENT_ID of a running process (the only environ key this collection reads)."""
-    return read_environ_value(pid, "LLMOPS_DEPLOYMENT_ID", proc_root)
+    return read_environ_value(pid, DEPLOYMENT_ID_VARIABLE, proc_root)
 
 
 # --------------------------------------------------------------------------- one process, described
