@@ -29,30 +29,13 @@ pve_sim() {
   PYTHONPATH="$REPO_ROOT/simulators/pve_sim${PYTHONPATH:+:$PYTHONPATH}" "$VENV/bin/python" -m pve_sim "$@"
 }
 
-write_script() {
-  mkdir -p "$(dirname "$1")"
-  cat >"$1"
-  chmod 0755 "$1"
-}
-
 prepare_node() {
-  # The node's GPUs: character nodes with NVIDIA's majors, a proc version file and a stand-in nvidia-smi.
-  pve_sim gpu-kit --root "$SANDBOX_DIR/gpu-kit" --uvm-major "$UVM_MAJOR" --gpus 2 --driver-version "$DRIVER_VERSION" \
-    --dev-dir "$DEV_DIR" --real-dev >/dev/null
   local root="$SANDBOX_DIR/node-root"
+  # The node's GPUs: character nodes with NVIDIA's majors, a proc version file and a stand-in nvidia-smi; and stand-ins
+  # for the node's nvidia-modprobe (it (re)creates the uvm nodes with the same major, as on a real node) and udevadm.
+  pve_sim gpu-kit --root "$SANDBOX_DIR/gpu-kit" --uvm-major "$UVM_MAJOR" --gpus 2 --driver-version "$DRIVER_VERSION" \
+    --dev-dir "$DEV_DIR" --real-dev --node-root "$root" >/dev/null
   mkdir -p "$root/etc/udev/rules.d" "$root/etc/modules-load.d" "$root/etc/systemd/system" "$root/run/lock/lxc"
-  # nvidia-modprobe on a real node (re)creates the uvm nodes; here the GPU kit does, with the same major.
-  write_script "$root/usr/bin/nvidia-modprobe" <<SCRIPT
-#!/usr/bin/env bash
-set -eu
-echo "\$*" >> "$root/nvidia-modprobe.log"
-PYTHONPATH="$REPO_ROOT/simulators/pve_sim" exec "$VENV/bin/python" -m pve_sim gpu-kit --root "$SANDBOX_DIR/gpu-kit" \\
-  --uvm-major $UVM_MAJOR --gpus 2 --driver-version $DRIVER_VERSION --dev-dir "$DEV_DIR" --real-dev >/dev/null
-SCRIPT
-  write_script "$root/usr/bin/udevadm" <<SCRIPT
-#!/usr/bin/env bash
-echo "\$*" >> "$root/udevadm.log"
-SCRIPT
 }
 
 prepare_secrets() {

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import statistics
 import subprocess
@@ -28,22 +27,21 @@ import tempfile
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-VENV_BIN = pathlib.Path(sys.executable).parent
+sys.path.insert(0, str(REPO / "collections"))
+
+from ansible_collections.llmops.serving.tests.support.ansible_run import ansible_playbook  # noqa: E402  pylint: disable=wrong-import-position
+
 INVENTORY = REPO / "inventories" / "sandbox"
 SANDBOX = REPO / ".build" / "sandbox"
 
 
 def run_playbook(path, *args):
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_NOCOLOR="1", PATH=str(VENV_BIN) + os.pathsep + os.environ["PATH"])
-    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
-    started = time.monotonic()
-    run = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(INVENTORY), str(path)] + list(args), cwd=str(REPO), env=env,
-                         capture_output=True, text=True, timeout=3600, check=False)
-    elapsed = time.monotonic() - started
-    if run.returncode != 0:
-        raise SystemExit("%s failed (rc=%d):\n%s\n%s" % (path, run.returncode, run.stdout[-4000:], run.stderr[-2000:]))
-    return json.loads(run.stdout), elapsed
+    """ansible-playbook on the sandbox inventory with the json callback: (parsed output, seconds); exits when it fails."""
+    run = ansible_playbook(str(path), *args, inventory=str(INVENTORY), cwd=str(REPO), timeout=3600,
+                           environment={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")})
+    if run.rc != 0:
+        raise SystemExit("%s failed (%s)" % (path, run.summary(4000)))
+    return run.require_output(), run.seconds
 
 
 def sandbox(*args):

@@ -33,19 +33,10 @@ docker image inspect "$IMAGE" >/dev/null 2>&1 || die "image $IMAGE is missing: r
 log "container $NAME from $IMAGE with --memory 4g --memory-swap 4g"
 docker run -d --name "$NAME" --memory 4g --memory-swap 4g "$IMAGE" sleep 900 >/dev/null
 
-# Run one module in the container the way a play does; print the module's result as JSON.
+# Run one module in the container the way a play does (the tests' shared ansible runner); print its result as JSON.
 run_module() {
-  local module=$1 args=${2:-}
-  local -a module_args=()
-  [ -z "$args" ] || module_args=(-a "$args")
-  (cd "$REPO_ROOT" && ANSIBLE_LOAD_CALLBACK_PLUGINS=1 ANSIBLE_STDOUT_CALLBACK=json \
-    "$VENV/bin/ansible" all -i "$NAME," -c community.docker.docker -m "llmops.serving.$module" "${module_args[@]}") \
-    >"$WORK/ansible.json" || true
-  "$VENV/bin/python" - "$WORK/ansible.json" "$NAME" <<'EOF'
-import json, sys
-data = json.load(open(sys.argv[1]))
-print(json.dumps(data["plays"][0]["tasks"][0]["hosts"][sys.argv[2]]))
-EOF
+  (cd "$REPO_ROOT" && PYTHONPATH="$REPO_ROOT/collections" "$VENV/bin/python" -m ansible_collections.llmops.serving.tests.support.ansible_run \
+    -i "$NAME," -c community.docker.docker "$NAME" "llmops.serving.$1" ${2:+"$2"})
 }
 
 # ----------------------------------------------------------------------------------------------- 1. build_parallelism

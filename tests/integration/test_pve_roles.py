@@ -20,22 +20,20 @@ failing PVE task. Needs root, lxc and the debootstrap template (built once into 
 """
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import pathlib
 import shutil
-import subprocess
 import sys
-import time
 import uuid
 
 import pytest
 
-from ansible_collections.llmops.serving.tests.integration.pve_sim_support import CACHE, REPO, SIM_SOURCE, TEMPLATE, ensure_template, sim_cli
+from ansible_collections.llmops.serving.tests.integration.pve_sim_support import (
+    CACHE, REPO, TEMPLATE, PveSim, ensure_template, sim_cli, wait_task)
+from ansible_collections.llmops.serving.tests.support.ansible_run import ansible_module, ansible_playbook
 
 BROKEN_TEMPLATE = "debian-12-truncated_12.7-1_amd64.tar.zst"
-VENV_BIN = pathlib.Path(sys.executable).parent
 DRIVER = "580.95.05"
 UVM_MAJOR, NEW_UVM_MAJOR = 508, 509
 RAW_VMID, DEV_VMID, TOKEN_VMID, BROKEN_VMID = 201, 202, 203, 204
@@ -47,7 +45,6 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("lxc-start") is None, reason="lxc-start is missing (apt-get install lxc)"),
 ]
 pytest.importorskip("proxmoxer")
-from proxmoxer import ProxmoxAPI  # noqa: E402  pylint: disable=wrong-import-position
 
 PLAYBOOK = """\
 - name: Prepare the GPU node
@@ -63,87 +60,44 @@ PLAYBOOK = """\
     - role: llmops.serving.pve_container
 """
 
-OPEN_PROBE = r"""
-import errno, json, os, sys
-result = {}
-for path in sys.argv[1:]:
-    try:
-        os.close(os.open(path, os.O_RDWR))
-        result[path] = "OK"
-    except OSError as error:
-        result[path] = errno.errorcode.get(error.errno, str(error.errno))
-print(json.dumps(result))
-"""
-
-
-def write_script(path, text):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    path.chmod(0o755)
-
 
 class Node:
     """The simulated Proxmox node: pve-sim, the GPU kit, a stand-in root and the ansible-playbook runs against it."""
 
     def __init__(self, base):
         self.base = base
-        self.state = base / "state"
+        self.sim = PveSim(base / "state")
+        self.state = self.sim.state
         self.kit = base / "gpu-kit"
         self.root = base / "root"
         self.dev = pathlib.Path("/dev/pvesim-%s" % uuid.uuid4().hex[:8])
         self.api = None
-        self.endpoint = None
 
     # -- setup ----------------------------------------------------------------------------------------
 
     def start(self):
-        started = sim_cli("start", "--state-dir", self.state, "--listen", "127.0.0.1:0", "--template-cache", CACHE, "--wait", 60)
-        assert started.returncode == 0, started.stdout + started.stderr
-        self.endpoint = json.loads((self.state / "endpoint.json").read_text())
+        self.sim.start()
         self.set_uvm_major(UVM_MAJOR)
-        self.api = ProxmoxAPI("127.0.0.1", port=self.endpoint["port"], user="root@pam", password=self.root_password(),
-                              verify_ssl=str(self.cert), timeout=60)
+        self.api = self.sim.api()
         # A template cut short: its create task fails inside tar (an HTTP 200 with a UPID, then a failed task).
         with open(CACHE / TEMPLATE, "rb") as source:
             (self.state / "var" / "lib" / "vz" / "template" / "cache" / BROKEN_TEMPLATE).write_bytes(source.read(256 * 1024))
         for directory in ("etc/udev/rules.d", "etc/modules-load.d", "etc/systemd/system", "run/lock/lxc"):
             (self.root / directory).mkdir(parents=True, exist_ok=True)
-        # Stand-ins for the node's programs: nvidia-modprobe (re)creates the uvm nodes with the kit, udevadm logs its calls.
-        write_script(self.root / "usr/bin/nvidia-modprobe", "#!/usr/bin/env bash\nset -eu\necho \"$*\" >> %s\n"
-                     "PYTHONPATH=%s exec %s -m pve_sim gpu-kit --root %s --uvm-major \"$(cat %s)\" --gpus 2 --driver-version %s "
-                     "--dev-dir %s --real-dev >/dev/null\n" % (self.root / "nvidia-modprobe.log", SIM_SOURCE, sys.executable, self.kit,
-                                                               self.base / "uvm-major", DRIVER, self.dev))
-        write_script(self.root / "usr/bin/udevadm", "#!/usr/bin/env bash\necho \"$*\" >> %s\n" % (self.root / "udevadm.log"))
 
     def set_uvm_major(self, major):
-        """A driver or kernel update on the node: the uvm nodes get another dynamic major."""
-        (self.base / "uvm-major").write_text("%d\n" % major)
+        """A driver or kernel update on the node: the uvm nodes get another dynamic major. The node's stand-in
+        nvidia-modprobe (under the stand-in root, with udevadm; both log their calls there) recreates them with it."""
         kit = sim_cli("gpu-kit", "--root", self.kit, "--uvm-major", major, "--gpus", 2, "--driver-version", DRIVER,
-                      "--dev-dir", self.dev, "--real-dev")
+                      "--dev-dir", self.dev, "--real-dev", "--node-root", self.root)
         assert kit.returncode == 0, kit.stderr
         assert os.major(os.stat(self.dev / "nvidia-uvm").st_rdev) == major
-
-    @property
-    def cert(self):
-        return self.state / "etc" / "pve" / "local" / "pve-ssl.pem"
-
-    def root_password(self):
-        return (self.state / "root-password").read_text().strip()
-
-    def token_secret(self):
-        return (self.state / "token-root@pam!ansible").read_text().strip()
 
     def stop(self):
         if self.api is not None:
             for vmid in (RAW_VMID, DEV_VMID, TOKEN_VMID, BROKEN_VMID):
                 self.destroy(vmid)
-        lxcpath = self.state / "lxc"
-        if lxcpath.is_dir():
-            for name in os.listdir(lxcpath):
-                if (lxcpath / name / "config").exists():
-                    subprocess.run(["lxc-stop", "-P", str(lxcpath), "-n", name, "-k"], capture_output=True, timeout=60, check=False)
-                    subprocess.run(["lxc-destroy", "-P", str(lxcpath), "-n", name], capture_output=True, timeout=60, check=False)
-        sim_cli("stop", "--state-dir", self.state, timeout=60)
+        self.sim.stop()
         shutil.rmtree(self.dev, ignore_errors=True)
 
     def destroy(self, vmid):
@@ -154,15 +108,8 @@ class Node:
             self.wait_task(container.status.stop.post())
         self.wait_task(container.delete(purge=1))
 
-    def wait_task(self, upid, timeout=120.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            status = self.api.nodes("pve").tasks(upid).status.get()
-            if status["status"] == "stopped":
-                assert status["exitstatus"] == "OK", status
-                return
-            time.sleep(0.25)
-        raise AssertionError("task %s still running after %ss" % (upid, timeout))
+    def wait_task(self, upid):
+        wait_task(self.api, upid, timeout=120.0)
 
     # -- the playbook -----------------------------------------------------------------------------------
 
@@ -186,9 +133,9 @@ class Node:
             "pve_gpu_host_required_device_patterns": [str(dev / "nvidia[0-9]*"), str(dev / "nvidiactl"), str(dev / "nvidia-uvm"),
                                                       str(dev / "nvidia-uvm-tools")],
             "pve_container_api_host": "127.0.0.1",
-            "pve_container_api_port": self.endpoint["port"],
-            "pve_container_api_password": self.root_password(),
-            "pve_container_ca_path": str(self.cert),
+            "pve_container_api_port": self.sim.port,
+            "pve_container_api_password": self.sim.root_password(),
+            "pve_container_ca_path": str(self.sim.cert),
             "pve_container_node": "pve",
             "pve_container_storage": "local",
             "pve_container_rootfs_size_gb": 2,
@@ -204,41 +151,25 @@ class Node:
         }
 
     def run_playbook(self, extra, check=False, diff=False, timeout=300):
-        """Run the playbook with the json callback; returns (rc, parsed output, seconds)."""
+        """Run the playbook with the json callback; an AnsibleRun (rc, results, stats, seconds)."""
         inventory = self.base / "inventory.json"
         inventory.write_text(json.dumps({"all": {"hosts": {"pve": self.host_vars()}}}))
         playbook = self.base / "site.yml"
         playbook.write_text(PLAYBOOK)
         extra_file = self.base / "extra.json"
         extra_file.write_text(json.dumps(extra))
-        command = [str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), str(playbook), "-e", "@%s" % extra_file]
-        if check:
-            command.append("--check")
-        if diff:
-            command.append("--diff")
-        env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-                   ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_NOCOLOR="1", PATH=str(VENV_BIN) + os.pathsep + os.environ["PATH"])
-        env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
-        started = time.monotonic()
-        run = subprocess.run(command, cwd=str(REPO), env=env, capture_output=True, text=True, timeout=timeout, check=False)
-        elapsed = time.monotonic() - started
-        try:
-            output = json.loads(run.stdout)
-        except ValueError:
-            raise AssertionError("ansible-playbook did not print JSON (rc=%d):\n%s\n%s" % (run.returncode, run.stdout[-3000:], run.stderr[-3000:]))
-        return run.returncode, output, elapsed
+        flags = (["--check"] if check else []) + (["--diff"] if diff else [])
+        return ansible_playbook(playbook, "-e", "@%s" % extra_file, *flags, inventory=inventory, cwd=str(REPO), timeout=timeout,
+                                environment={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")})
 
     # -- inside the container --------------------------------------------------------------------------
 
     def open_inside(self, vmid, names=GPU_NODES):
-        paths = [str(self.dev / name) for name in names]
-        result = sim_cli("pct", "--state-dir", self.state, "exec", vmid, "--", "python3", "-c", OPEN_PROBE, *paths, timeout=60)
-        assert result.returncode == 0, result.stdout + result.stderr
-        seen = json.loads(result.stdout.strip().splitlines()[-1])
+        seen = self.sim.open_inside(vmid, [str(self.dev / name) for name in names])
         return dict((pathlib.Path(path).name, value) for path, value in seen.items())
 
     def conf_path(self, vmid):
-        return self.state / "etc" / "pve" / "lxc" / ("%d.conf" % vmid)
+        return self.sim.conf_path(vmid)
 
     def conf(self, vmid):
         return self.conf_path(vmid).read_text()
@@ -261,35 +192,6 @@ def container_vars(vmid, style, backend, **extra):
     return result
 
 
-def recap(output, host="pve"):
-    return output["stats"][host]
-
-
-def task_results(output, name, host="pve"):
-    """Results of the tasks called ``name`` (in every play), in order."""
-    found = []
-    for play in output["plays"]:
-        for task in play["tasks"]:
-            # The json callback names role tasks "<role> : <name>".
-            if task["task"]["name"].split(" : ")[-1] == name and host in task["hosts"]:
-                found.append(dict(task["hosts"][host], _duration=task["task"].get("duration") or task["hosts"][host].get("duration")))
-    return found
-
-
-def failure_messages(output):
-    messages = []
-    for play in output["plays"]:
-        for task in play["tasks"]:
-            for host, result in task["hosts"].items():
-                if result.get("failed"):
-                    messages.append("%s on %s: %s" % (task["task"]["name"].split(" : ")[-1], host, result.get("msg")))
-    return messages
-
-
-def assert_ok(rc, output):
-    assert rc == 0, "\n".join(failure_messages(output)) or json.dumps(output["stats"])
-
-
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
     ensure_template()
@@ -305,22 +207,22 @@ ALL_ENXIO = dict((name, "ENXIO") for name in GPU_NODES)
 
 
 def test_check_mode_on_a_new_container_creates_nothing(node):
-    rc, output, _elapsed = node.run_playbook(container_vars(RAW_VMID, "raw", "file"), check=True, diff=True)
-    assert_ok(rc, output)
-    create = task_results(output, "Create or update the container")[0]
+    run = node.run_playbook(container_vars(RAW_VMID, "raw", "file"), check=True, diff=True)
+    assert run.rc == 0, run.summary()
+    create = run.task_results("Create or update the container", "pve")[0]
     assert create["changed"] and create["created"] and create["status"] == "absent"
     diff = create["diff"][0] if isinstance(create["diff"], list) else create["diff"]
     assert diff["before"] == "" and "hostname: gpu-raw\n" in diff["after"] and "memory: 512\n" in diff["after"]
-    assert task_results(output, "Pass the GPU device nodes into the container")[0].get("skipped")
+    assert run.task_results("Pass the GPU device nodes into the container", "pve")[0].get("skipped")
     assert not node.conf_path(RAW_VMID).exists()
     assert not (node.root / "etc/udev/rules.d/70-nvidia-uvm.rules").exists()
 
 
 def test_raw_style_creates_the_container_and_passes_both_gpus(node):
-    rc, output, _elapsed = node.run_playbook(container_vars(RAW_VMID, "raw", "file"))
-    assert_ok(rc, output)
-    assert recap(output)["changed"] > 0
-    facts = task_results(output, "Publish the driver version and the device nodes")[0]["ansible_facts"]
+    run = node.run_playbook(container_vars(RAW_VMID, "raw", "file"))
+    assert run.rc == 0, run.summary()
+    assert run.stats["pve"]["changed"] > 0
+    facts = run.task_results("Publish the driver version and the device nodes", "pve")[0]["ansible_facts"]
     assert facts["pve_gpu_host_driver_version"] == DRIVER
     assert [device["path"] for device in facts["pve_gpu_host_devices"]] == [str(node.dev / name) for name in GPU_NODES]
     assert facts["pve_gpu_host_device_majors"] == [195, UVM_MAJOR]
@@ -336,9 +238,9 @@ def test_raw_style_creates_the_container_and_passes_both_gpus(node):
     for name in GPU_NODES:
         assert "lxc.mount.entry: %s %s none bind,optional,create=file\n" % (node.dev / name, str(node.dev / name).lstrip("/")) in text
     assert node.status(RAW_VMID)["status"] == "running"
-    info = task_results(output, "Publish the container's state")[0]["ansible_facts"]["pve_container_info"]
+    info = run.task_results("Publish the container's state", "pve")[0]["ansible_facts"]["pve_container_info"]
     assert info["created"] and info["status"] == "running" and info["gpu_changed"] and not info["restarted"]
-    added = task_results(output, "Add the container to the in-memory inventory")[0]["add_host"]
+    added = run.task_results("Add the container to the in-memory inventory", "pve")[0]["add_host"]
     assert added["host_name"] == "gpu-raw-%d" % RAW_VMID and added["groups"] == ["sglang"]
     assert added["host_vars"]["ansible_connection"] == "community.proxmox.proxmox_pct_remote"
     assert added["host_vars"]["proxmox_vmid"] == RAW_VMID
@@ -347,8 +249,8 @@ def test_raw_style_creates_the_container_and_passes_both_gpus(node):
 
 
 def test_dev_style_through_the_api_passes_both_gpus(node):
-    rc, output, _elapsed = node.run_playbook(container_vars(DEV_VMID, "dev", "api", pve_container_gpu_dev_gid=44))
-    assert_ok(rc, output)
+    run = node.run_playbook(container_vars(DEV_VMID, "dev", "api", pve_container_gpu_dev_gid=44))
+    assert run.rc == 0, run.summary()
     text = node.conf(DEV_VMID)
     entries = sorted(line for line in text.splitlines() if line.startswith("dev"))
     assert entries == sorted("dev%d: %s,gid=44" % (index, node.dev / name) for index, name in enumerate(GPU_NODES))
@@ -361,9 +263,9 @@ def test_an_unchanged_rerun_changes_nothing(node, vmid, style, backend):
     before = node.conf(vmid)
     starts = node.start_task_count(vmid)
     extra = {"pve_container_gpu_dev_gid": 44} if style == "dev" else {}
-    rc, output, _elapsed = node.run_playbook(container_vars(vmid, style, backend, **extra))
-    assert_ok(rc, output)
-    assert recap(output)["changed"] == 0, [name for name in ("changed",) if recap(output)[name]]
+    run = node.run_playbook(container_vars(vmid, style, backend, **extra))
+    assert run.rc == 0, run.summary()
+    assert run.stats["pve"]["changed"] == 0, run.changed_tasks()
     assert node.conf(vmid) == before
     assert starts >= 1 and node.start_task_count(vmid) == starts
 
@@ -379,35 +281,35 @@ def test_a_new_uvm_major_breaks_raw_style_until_the_rerun_fixes_it(node):
     # Check mode with a diff shows the fix and makes none.
     before = node.conf(RAW_VMID)
     starts = node.start_task_count(RAW_VMID)
-    rc, output, _elapsed = node.run_playbook(container_vars(RAW_VMID, "raw", "file"), check=True, diff=True)
-    assert_ok(rc, output)
-    passthrough = task_results(output, "Pass the GPU device nodes into the container")[0]
+    run = node.run_playbook(container_vars(RAW_VMID, "raw", "file"), check=True, diff=True)
+    assert run.rc == 0, run.summary()
+    passthrough = run.task_results("Pass the GPU device nodes into the container", "pve")[0]
     assert passthrough["changed"]
     assert any(change.get("value") == "c %d:* rwm" % NEW_UVM_MAJOR for change in passthrough["changes"]), passthrough["changes"]
     diff = passthrough["diff"]
     diff = diff[0] if isinstance(diff, list) else diff
     assert "c %d:* rwm" % UVM_MAJOR in diff["before"] and "c %d:* rwm" % NEW_UVM_MAJOR in diff["after"]
     assert "c %d:* rwm" % NEW_UVM_MAJOR not in diff["before"]
-    assert task_results(output, "Restart the container to apply the changed GPU passthrough")[0]["changed"]
+    assert run.task_results("Restart the container to apply the changed GPU passthrough", "pve")[0]["changed"]
     assert node.conf(RAW_VMID) == before
     assert node.start_task_count(RAW_VMID) == starts
 
     # The real run fixes the line in place, restarts the container, and the nodes open again.
-    rc, output, _elapsed = node.run_playbook(container_vars(RAW_VMID, "raw", "file"))
-    assert_ok(rc, output)
+    run = node.run_playbook(container_vars(RAW_VMID, "raw", "file"))
+    assert run.rc == 0, run.summary()
     after = node.conf(RAW_VMID)
     assert "c %d:* rwm" % NEW_UVM_MAJOR in after
     # Every other line stays byte for byte.
     assert set(line for line in before.splitlines() if "c %d:* rwm" % UVM_MAJOR not in line) <= set(after.splitlines())
     assert list((node.state / "etc/pve/lxc").glob("%d.conf.*.bak" % RAW_VMID)), "the previous config is kept as a backup"
-    info = task_results(output, "Publish the container's state")[0]["ansible_facts"]["pve_container_info"]
+    info = run.task_results("Publish the container's state", "pve")[0]["ansible_facts"]["pve_container_info"]
     assert info["gpu_changed"] and info["restarted"]
     assert node.start_task_count(RAW_VMID) == starts + 1
     assert node.open_inside(RAW_VMID) == ALL_ENXIO
 
-    rc, output, _elapsed = node.run_playbook(container_vars(RAW_VMID, "raw", "file"))
-    assert_ok(rc, output)
-    assert recap(output)["changed"] == 0
+    run = node.run_playbook(container_vars(RAW_VMID, "raw", "file"))
+    assert run.rc == 0, run.summary()
+    assert run.stats["pve"]["changed"] == 0
 
 
 def test_the_stale_uvm_line_is_replaced_in_place(node):
@@ -420,9 +322,9 @@ def test_dev_style_needs_no_config_change_for_a_new_uvm_major(node):
     # Proxmox stats each dev[n] node at start and allows its current major: the config stays as it is, and the
     # container sees the new nodes after its next start.
     before = node.conf(DEV_VMID)
-    rc, output, _elapsed = node.run_playbook(container_vars(DEV_VMID, "dev", "api", pve_container_gpu_dev_gid=44))
-    assert_ok(rc, output)
-    assert recap(output)["changed"] == 0
+    run = node.run_playbook(container_vars(DEV_VMID, "dev", "api", pve_container_gpu_dev_gid=44))
+    assert run.rc == 0, run.summary()
+    assert run.stats["pve"]["changed"] == 0
     assert node.conf(DEV_VMID) == before
     node.wait_task(node.api.nodes("pve").lxc(DEV_VMID).status.reboot.post(timeout=30))
     assert node.open_inside(DEV_VMID) == ALL_ENXIO
@@ -433,20 +335,20 @@ def test_missing_uvm_nodes_are_created_now_with_nvidia_modprobe(node):
     for name in ("nvidia-uvm", "nvidia-uvm-tools"):
         os.unlink(node.dev / name)
     before = node.conf(RAW_VMID)
-    rc, output, _elapsed = node.run_playbook(container_vars(RAW_VMID, "raw", "file"))
-    assert_ok(rc, output)
+    run = node.run_playbook(container_vars(RAW_VMID, "raw", "file"))
+    assert run.rc == 0, run.summary()
     assert (node.root / "nvidia-modprobe.log").read_text() == "-c0 -u\n"
-    assert task_results(output, "Create the nvidia-uvm nodes now")[0]["changed"]
+    assert run.task_results("Create the nvidia-uvm nodes now", "pve")[0]["changed"]
     assert os.major(os.stat(node.dev / "nvidia-uvm").st_rdev) == NEW_UVM_MAJOR
     assert node.conf(RAW_VMID) == before
-    assert recap(output)["changed"] == 1
+    assert run.stats["pve"]["changed"] == 1
 
 
 def test_a_node_without_the_driver_fails_with_the_reason(node):
     missing = node.base / "no-driver" / "version"
-    rc, output, _elapsed = node.run_playbook(dict(container_vars(RAW_VMID, "raw", "file"), pve_gpu_host_proc_version_path=str(missing)))
-    assert rc != 0
-    messages = failure_messages(output)
+    run = node.run_playbook(dict(container_vars(RAW_VMID, "raw", "file"), pve_gpu_host_proc_version_path=str(missing)))
+    assert run.rc != 0
+    messages = run.failures()
     assert messages == ["Fail when the NVIDIA kernel driver is not loaded on pve: The NVIDIA kernel driver is not loaded on pve: %s does "
                         "not exist. Install the driver on the Proxmox node itself (the .run installer or Debian's nvidia-kernel-dkms, "
                         "with the pve-headers of the running kernel), load it with 'modprobe nvidia' (or reboot) and run this role "
@@ -454,10 +356,10 @@ def test_a_node_without_the_driver_fails_with_the_reason(node):
 
 
 def test_a_token_cannot_set_dev_entries_and_the_play_says_why(node):
-    extra = container_vars(TOKEN_VMID, "dev", "api", pve_container_api_token_id="ansible", pve_container_api_token_secret=node.token_secret())
-    rc, output, _elapsed = node.run_playbook(extra)
-    assert rc != 0
-    messages = failure_messages(output)
+    extra = container_vars(TOKEN_VMID, "dev", "api", pve_container_api_token_id="ansible", pve_container_api_token_secret=node.sim.token_secret())
+    run = node.run_playbook(extra)
+    assert run.rc != 0
+    messages = run.failures()
     assert len(messages) == 1, messages
     assert messages[0].startswith("Refuse a dev[n] passthrough through the API with credentials Proxmox refuses it to on pve: ")
     assert "an API token is never root@pam, even one owned by root@pam (it authenticates as root@pam!ansible)" in messages[0]
@@ -465,19 +367,16 @@ def test_a_token_cannot_set_dev_entries_and_the_play_says_why(node):
     assert "Use pve_container_api_user=root@pam with pve_container_api_password" in messages[0]
     assert "pve_container_gpu_backend=cli" in messages[0]
     assert not node.conf_path(TOKEN_VMID).exists(), "nothing is created before the credentials are known to work"
-    assert node.token_secret() not in json.dumps(output)
+    assert node.sim.token_secret() not in run.stdout + run.stderr
 
 
 def test_the_module_itself_refuses_a_token_for_dev_entries(node):
     # The same check without the role's guard: lxc_gpu_passthrough fails before any request and says what to use.
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-               ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
-    args = {"vmid": RAW_VMID, "style": "dev", "backend": "api", "node": "pve", "api_host": "127.0.0.1", "api_port": node.endpoint["port"],
-            "api_user": "root@pam", "api_token_id": "ansible", "api_token_secret": node.token_secret(),
+    args = {"vmid": RAW_VMID, "style": "dev", "backend": "api", "node": "pve", "api_host": "127.0.0.1", "api_port": node.sim.port,
+            "api_user": "root@pam", "api_token_id": "ansible", "api_token_secret": node.sim.token_secret(),
             "devices": [{"path": str(node.dev / "nvidia0"), "major": 195, "minor": 0, "type": "c"}]}
-    run = subprocess.run([str(VENV_BIN / "ansible"), "localhost", "-m", "llmops.serving.lxc_gpu_passthrough", "-a", json.dumps(args)],
-                         cwd=str(REPO), env=env, capture_output=True, text=True, timeout=120, check=False)
-    result = json.loads(run.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    result = ansible_module("localhost", "llmops.serving.lxc_gpu_passthrough", args, cwd=str(REPO), timeout=120,
+                            environment={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}).module_result("localhost")
     assert result["failed"]
     assert result["msg"].startswith("dev[n] passthrough can only be set by root@pam")
     assert "Use api_user=root@pam with api_password (a ticket), or backend=cli/file over SSH on the node." in result["msg"]
@@ -486,14 +385,13 @@ def test_the_module_itself_refuses_a_token_for_dev_entries(node):
 def test_a_failed_pve_task_fails_the_play_at_once_with_its_exit_status(node):
     extra = container_vars(BROKEN_VMID, "raw", "file", pve_container_ostemplate="local:vztmpl/" + BROKEN_TEMPLATE,
                            pve_container_task_timeout=300)
-    rc, output, _elapsed = node.run_playbook(extra)
-    assert rc != 0
-    create = task_results(output, "Create or update the container")[0]
+    run = node.run_playbook(extra)
+    assert run.rc != 0
+    create = run.task_results("Create or update the container", "pve")[0]
     assert create["failed"]
     assert create["msg"].startswith("creating CT %d failed: unable to create CT %d - " % (BROKEN_VMID, BROKEN_VMID))
     assert "tar xpf" in create["task_exitstatus"]
     assert create["task_log_tail"][-1].startswith("TASK ERROR: unable to create CT %d" % BROKEN_VMID)
-    duration = create["_duration"]
-    seconds = (datetime.datetime.fromisoformat(duration["end"].rstrip("Z")) - datetime.datetime.fromisoformat(duration["start"].rstrip("Z"))).total_seconds()
+    seconds = run.task_seconds("Create or update the container", "pve")[0]
     assert seconds < 15, "the task failure must fail the play at once, not after task_timeout=300 (took %.1f s)" % seconds
     assert not node.conf_path(BROKEN_VMID).exists()

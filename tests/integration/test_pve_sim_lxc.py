@@ -15,7 +15,6 @@ all removed.
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 import pathlib
 import random
@@ -28,7 +27,8 @@ import uuid
 
 import pytest
 
-from ansible_collections.llmops.serving.tests.integration.pve_sim_support import CACHE, SIM_SOURCE, TEMPLATE, ensure_template, sim_cli
+from ansible_collections.llmops.serving.tests.integration.pve_sim_support import (
+    SIM_SOURCE, TEMPLATE, PveSim, ensure_template, running_pve_sim, sim_cli, wait_task)
 
 UVM_MAJOR = 508
 
@@ -36,69 +36,24 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="real LXC containers and mknod in /dev need root"),
     pytest.mark.skipif(shutil.which("lxc-start") is None, reason="lxc-start is missing (apt-get install lxc)"),
 ]
-proxmoxer = pytest.importorskip("proxmoxer")
-from proxmoxer import ProxmoxAPI  # noqa: E402  pylint: disable=wrong-import-position
-
-OPEN_PROBE = r"""
-import errno, json, os, sys
-result = {}
-for path in sys.argv[1:]:
-    try:
-        os.close(os.open(path, os.O_RDWR))
-        result[path] = "OK"
-    except OSError as error:
-        result[path] = errno.errorcode.get(error.errno, str(error.errno))
-print(json.dumps(result))
-"""
+pytest.importorskip("proxmoxer")
 
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    ensure_template()
-    state = tmp_path_factory.mktemp("pve-sim-lxc")
     dev_dir = pathlib.Path("/dev/pvesim-%s" % uuid.uuid4().hex[:8])
-    started = sim_cli("start", "--state-dir", state, "--listen", "127.0.0.1:0", "--template-cache", CACHE, "--wait", 60)
     try:
-        assert started.returncode == 0, started.stdout + started.stderr
-        endpoint = json.loads((state / "endpoint.json").read_text())
-        kit = sim_cli("gpu-kit", "--root", state / "gpu-kit", "--uvm-major", UVM_MAJOR, "--gpus", 2, "--driver-version", "580.95.05",
-                      "--dev-dir", dev_dir, "--real-dev")
-        assert kit.returncode == 0, kit.stderr
-        api = ProxmoxAPI("127.0.0.1", port=endpoint["port"], user="root@pam", password=(state / "root-password").read_text().strip(),
-                         verify_ssl=str(state / "etc" / "pve" / "local" / "pve-ssl.pem"), timeout=60)
-        yield {"api": api, "state": state, "dev": dev_dir}
+        with running_pve_sim(tmp_path_factory.mktemp("pve-sim-lxc")) as sim:
+            kit = sim_cli("gpu-kit", "--root", sim.state / "gpu-kit", "--uvm-major", UVM_MAJOR, "--gpus", 2, "--driver-version", "580.95.05",
+                          "--dev-dir", dev_dir, "--real-dev")
+            assert kit.returncode == 0, kit.stderr
+            yield {"api": sim.api(), "state": sim.state, "dev": dev_dir, "sim": sim}
     finally:
-        lxcpath = state / "lxc"
-        if lxcpath.is_dir():
-            for name in os.listdir(lxcpath):
-                if (lxcpath / name / "config").exists():
-                    subprocess.run(["lxc-stop", "-P", str(lxcpath), "-n", name, "-k"], capture_output=True, timeout=60, check=False)
-                    subprocess.run(["lxc-destroy", "-P", str(lxcpath), "-n", name], capture_output=True, timeout=60, check=False)
-        sim_cli("stop", "--state-dir", state, timeout=60)
         shutil.rmtree(dev_dir, ignore_errors=True)
 
 
-def wait_task(api, upid, timeout=180.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        status = api.nodes("pve").tasks(upid).status.get()
-        if status["status"] == "stopped":
-            if status["exitstatus"] != "OK":
-                lines = [line["t"] for line in api.nodes("pve").tasks(upid).log.get()]
-                raise AssertionError("task %s failed: %s\n%s" % (upid, status["exitstatus"], "\n".join(lines[-15:])))
-            return status
-        time.sleep(0.25)
-    raise AssertionError("task %s still running after %ss" % (upid, timeout))
-
-
-def open_inside(state, vmid, paths):
-    result = sim_cli("pct", "--state-dir", state, "exec", vmid, "--", "python3", "-c", OPEN_PROBE, *paths, timeout=60)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
 def test_gpu_passthrough_in_both_styles_is_proved_inside_the_container(node):
-    api, state, dev = node["api"], node["state"], node["dev"]
+    api, state, dev, sim = node["api"], node["state"], node["dev"], node["sim"]
     vmid = int(api.cluster.nextid.get())
     # dev[n] style through the API, as root@pam with a ticket.
     upid = api.nodes("pve").lxc.post(vmid=vmid, ostemplate="local:vztmpl/" + TEMPLATE, hostname="gpu-sim", cores=1, memory=768,
@@ -113,14 +68,14 @@ def test_gpu_passthrough_in_both_styles_is_proved_inside_the_container(node):
     wait_task(api, api.nodes("pve").lxc(vmid).status.start.post())
     assert api.nodes("pve").lxc(vmid).status.current.get()["status"] == "running"
 
-    hostname = sim_cli("pct", "--state-dir", state, "exec", vmid, "--", "hostname", timeout=60)
+    hostname = sim.pct_exec(vmid, "hostname")
     assert hostname.stdout.strip() == "gpu-sim"
-    limit = sim_cli("pct", "--state-dir", state, "exec", vmid, "--", "cat", "/sys/fs/cgroup/memory/memory.limit_in_bytes", timeout=60)
+    limit = sim.pct_exec(vmid, "cat", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
     if limit.returncode == 0:  # cgroup v1 host: memory becomes the v1 limit
         assert int(limit.stdout.strip()) == 768 * 1024 * 1024
 
     paths = ["%s/%s" % (dev, name) for name in ("nvidia0", "nvidia-uvm", "nvidia1", "nvidiactl", "nvidia-uvm-tools")]
-    seen = open_inside(state, vmid, paths)
+    seen = sim.open_inside(vmid, paths)
     assert seen == {
         paths[0]: "ENXIO",  # dev0: PVE-style allow of 195:0
         paths[1]: "ENXIO",  # dev1: allow of the uvm major's minor 0
@@ -133,7 +88,7 @@ def test_gpu_passthrough_in_both_styles_is_proved_inside_the_container(node):
     with conf.open("a", encoding="utf-8") as handle:
         handle.write("lxc.cgroup2.devices.allow: c %d:* rwm\n" % UVM_MAJOR)
     wait_task(api, api.nodes("pve").lxc(vmid).status.reboot.post(timeout=30))
-    assert open_inside(state, vmid, [paths[4]]) == {paths[4]: "ENXIO"}
+    assert sim.open_inside(vmid, [paths[4]]) == {paths[4]: "ENXIO"}
 
     wait_task(api, api.nodes("pve").lxc(vmid).status.stop.post())
     assert api.nodes("pve").lxc(vmid).status.current.get()["status"] == "stopped"
@@ -177,28 +132,19 @@ def bridged_node(tmp_path):
     for tool in ("ssh", "ssh-keygen", "ssh-keyscan"):
         if shutil.which(tool) is None:
             pytest.skip("%s is missing" % tool)
-    ensure_template()
     network = free_test_network()
     bridge = "pvst%s" % uuid.uuid4().hex[:8]
     gateway = "%s/%d" % (network.network_address + 1, network.prefixlen)
-    state = tmp_path / "state"
-    started = sim_cli("start", "--state-dir", state, "--listen", "127.0.0.1:0", "--template-cache", CACHE, "--bridge",
-                      "%s=%s" % (bridge, gateway), "--wait", 60)
-    created_index = ifindex(bridge)
+    ensure_template()
+    sim = PveSim(tmp_path / "state")
     try:
-        assert started.returncode == 0, started.stdout + started.stderr
-        endpoint = json.loads((state / "endpoint.json").read_text())
-        api = ProxmoxAPI("127.0.0.1", port=endpoint["port"], user="root@pam", password=(state / "root-password").read_text().strip(),
-                         verify_ssl=str(state / "etc" / "pve" / "local" / "pve-ssl.pem"), timeout=60)
-        yield {"api": api, "state": state, "bridge": bridge, "network": network, "ifindex": created_index}
+        try:
+            sim.start("--bridge", "%s=%s" % (bridge, gateway))
+        finally:
+            created_index = ifindex(bridge)
+        yield {"api": sim.api(), "state": sim.state, "bridge": bridge, "network": network, "ifindex": created_index, "sim": sim}
     finally:
-        lxcpath = state / "lxc"
-        if lxcpath.is_dir():
-            for name in os.listdir(lxcpath):
-                if (lxcpath / name / "config").exists():
-                    subprocess.run(["lxc-stop", "-P", str(lxcpath), "-n", name, "-k"], capture_output=True, timeout=60, check=False)
-                    subprocess.run(["lxc-destroy", "-P", str(lxcpath), "-n", name], capture_output=True, timeout=60, check=False)
-        sim_cli("stop", "--state-dir", state, timeout=60)
+        sim.stop()
         # Only the bridge this fixture's pve-sim created (same ifindex), should its stop have failed.
         if created_index is not None and ifindex(bridge) == created_index:
             subprocess.run(["ip", "link", "del", bridge], capture_output=True, timeout=30, check=False)
@@ -279,6 +225,6 @@ def test_containers_on_the_node_bridge_answer_ssh_with_their_own_host_keys_and_a
     for vmid in containers:
         wait_task(api, api.nodes("pve").lxc(vmid).status.stop.post())
         wait_task(api, api.nodes("pve").lxc(vmid).delete())
-    stopped = sim_cli("stop", "--state-dir", state, timeout=60)
+    stopped = bridged_node["sim"].stop()
     assert stopped.returncode == 0 and "removed bridge %s" % bridge in stopped.stdout, stopped.stdout + stopped.stderr
     assert ifindex(bridge) is None

@@ -28,11 +28,13 @@ import time
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+from ansible_collections.llmops.serving.tests.integration.pve_sim_support import REPO, PveSim, sim_command
+from ansible_collections.llmops.serving.tests.support.ansible_run import ansible_playbook
+
 SANDBOX = REPO / ".build" / "sandbox"
-PVE_STATE = SANDBOX / "pve-sim"
+# The pve-sim that scripts/sandbox.sh starts (and stops).
+PVE_SIM = PveSim(SANDBOX / "pve-sim")
 REPORTS = SANDBOX / "reports"
-SIM_SOURCE = REPO / "simulators" / "pve_sim"
 VENV_BIN = pathlib.Path(sys.executable).parent
 INVENTORY = REPO / "inventories" / "sandbox"
 HOSTS = {"sandbox-llm-a": {"vmid": 301, "instance": "qwen36-a", "port": 30000},
@@ -52,42 +54,13 @@ def sandbox_script(*args, timeout=1800):
 
 
 def playbook(name, *args, timeout=900):
-    """ansible-playbook with the json callback; returns (rc, parsed output, seconds)."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_NOCOLOR="1", PATH=str(VENV_BIN) + os.pathsep + os.environ["PATH"])
-    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
-    started = time.monotonic()
-    run = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(INVENTORY), name] + list(args), cwd=str(REPO), env=env,
-                         capture_output=True, text=True, timeout=timeout, check=False)
-    elapsed = time.monotonic() - started
-    try:
-        output = json.loads(run.stdout)
-    except ValueError:
-        raise AssertionError("ansible-playbook did not print JSON (rc=%d):\n%s\n%s" % (run.returncode, run.stdout[-3000:], run.stderr[-3000:]))
-    return run.returncode, output, elapsed
-
-
-def task_results(output):
-    """(play name, task name, host, result) for every task result of a json-callback run."""
-    for play in output.get("plays", []):
-        for task in play.get("tasks", []):
-            for host, result in task.get("hosts", {}).items():
-                yield play["play"]["name"], task["task"]["name"], host, result
-
-
-def failures(output):
-    return ["%s | %s | %s: %s" % (play, task, host, result.get("msg")) for play, task, host, result in task_results(output)
-            if result.get("failed") and not result.get("ignored")]
-
-
-def changed_tasks(output):
-    return ["%s | %s | %s" % (play, task, host) for play, task, host, result in task_results(output) if result.get("changed")]
+    """ansible-playbook on the sandbox inventory with the json callback; an AnsibleRun."""
+    return ansible_playbook(name, *args, inventory=str(INVENTORY), cwd=str(REPO), timeout=timeout,
+                            environment={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")})
 
 
 def pct(vmid, *argv, timeout=120):
-    env = dict(os.environ, PYTHONPATH=str(SIM_SOURCE))
-    return subprocess.run([sys.executable, "-m", "pve_sim", "pct", "--state-dir", str(PVE_STATE), "exec", str(vmid), "--"] + list(argv),
-                          env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    return PVE_SIM.pct_exec(vmid, *argv, timeout=timeout)
 
 
 def inside(host, *argv):
@@ -145,10 +118,10 @@ def test_first_deploy_ends_with_two_verified_servers(sandbox):
 
 def test_unchanged_rerun_changes_nothing(sandbox):
     before = dict((host, unit_state(host)) for host in HOSTS)
-    rc, output, dummy_seconds = playbook("deploy.yml")
-    assert rc == 0, failures(output)
-    assert changed_tasks(output) == []
-    stats = output["stats"]
+    run = playbook("deploy.yml")
+    assert run.rc == 0, run.summary()
+    assert run.changed_tasks() == []
+    stats = run.stats
     assert set(HOSTS) | {"sandbox-node"} <= set(stats)
     assert all(host_stats["changed"] == 0 and host_stats["failures"] == 0 for host_stats in stats.values()), stats
     # Not restarted: the same invocation serves.
@@ -156,9 +129,9 @@ def test_unchanged_rerun_changes_nothing(sandbox):
 
 
 def test_verify_playbook_passes_on_what_runs(sandbox):
-    rc, output, dummy_seconds = playbook("playbooks/verify.yml")
-    assert rc == 0, failures(output)
-    assert changed_tasks(output) == []
+    run = playbook("playbooks/verify.yml")
+    assert run.rc == 0, run.summary()
+    assert run.changed_tasks() == []
     for host in HOSTS:
         assert summary(host)["status"] == "passed"
 
@@ -167,11 +140,11 @@ def test_check_diff_shows_a_change_and_changes_nothing(sandbox):
     unit_path = "/etc/systemd/system/sglang-qwen36-a.service"
     before = inside("sandbox-llm-a", "sha256sum", unit_path)
     states = dict((host, unit_state(host)) for host in HOSTS)
-    rc, output, dummy_seconds = playbook("deploy.yml", "--check", "--diff", "--limit", "sandbox-llm-a", "-e", "sglang_service_max_running_requests=8")
-    assert rc == 0, failures(output)
-    diffs = [result.get("diff") for play, task, host, result in task_results(output)
-             if task.endswith("Install the systemd unit (validated with systemd-analyze verify)") and result.get("changed")]
-    assert diffs, changed_tasks(output)
+    run = playbook("deploy.yml", "--check", "--diff", "--limit", "sandbox-llm-a", "-e", "sglang_service_max_running_requests=8")
+    assert run.rc == 0, run.summary()
+    diffs = [item.result.get("diff") for item in run.results
+             if item.task.endswith("Install the systemd unit (validated with systemd-analyze verify)") and item.result.get("changed")]
+    assert diffs, run.changed_tasks()
     assert "--max-running-requests 8" in json.dumps(diffs)
     assert inside("sandbox-llm-a", "sha256sum", unit_path) == before
     assert dict((host, unit_state(host)) for host in HOSTS) == states
@@ -183,10 +156,10 @@ def test_bad_change_is_rolled_back_and_stops_the_rollout(sandbox):
     bad = {"sglang_service_environment": dict(SANDBOX_ENVIRONMENT, SGLANG_SIM_FAULT="oom")}
     extra = SANDBOX / "bad-change.json"
     extra.write_text(json.dumps(bad))
-    rc, output, dummy_seconds = playbook("deploy.yml", "-e", "@%s" % extra)
-    assert rc != 0
-    stop = [result["msg"] for play, task, host, result in task_results(output) if task.endswith("Stop the rollout") and result.get("failed")]
-    assert len(stop) == 1, failures(output)
+    run = playbook("deploy.yml", "-e", "@%s" % extra)
+    assert run.rc != 0
+    stop = [item.result["msg"] for item in run.results if item.task.endswith("Stop the rollout") and item.result.get("failed")]
+    assert len(stop) == 1, run.failures()
     assert "Rollout stopped at sandbox-llm-a (CT 301 on sandbox-node)" in stop[0]
     assert "Not rolled out: sandbox-llm-b" in stop[0]
     report = json.loads((REPORTS / "rollout-sandbox-llm-a.json").read_text())
@@ -203,9 +176,9 @@ def test_bad_change_is_rolled_back_and_stops_the_rollout(sandbox):
     assert record("sandbox-llm-b") == good["sandbox-llm-b"]
     assert unit_state("sandbox-llm-b") == untouched
     # The restored deployment is what the inventory describes: a plain rerun has nothing to do.
-    rc, output, dummy_seconds = playbook("deploy.yml")
-    assert rc == 0, failures(output)
-    assert changed_tasks(output) == []
+    run = playbook("deploy.yml")
+    assert run.rc == 0, run.summary()
+    assert run.changed_tasks() == []
 
 
 def test_incident_replay_names_the_stray_and_a_deploy_recovers(sandbox):
@@ -214,11 +187,12 @@ def test_incident_replay_names_the_stray_and_a_deploy_recovers(sandbox):
     # The incident's relaunch: by hand, over a shell, with nohup, on the service's port. lxc-attach may stay until every
     # process it started lets go of the terminal, so it is not waited for beyond a few seconds. The served model name
     # marks the stray so that the cleanup below can find it whatever its PID.
-    launch = subprocess.Popen(  # pylint: disable=consider-using-with
-        [sys.executable, "-m", "pve_sim", "pct", "--state-dir", str(PVE_STATE), "exec", str(HOSTS[host]["vmid"]), "--", "bash", "-c",
-         "cd /tmp && nohup /opt/sglang/venv/bin/sglang-sim --model-path /srv/llmops-mirror/models/Qwen3.6-27B --served-model-name "
-         "stray-relaunch --port 30000 --tp-size 2 --speculative-algorithm NEXTN > /tmp/nohup-relaunch.log 2>&1 < /dev/null &"],
-        env=dict(os.environ, PYTHONPATH=str(SIM_SOURCE)), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    argv, env = sim_command("pct", "--state-dir", PVE_SIM.state, "exec", HOSTS[host]["vmid"], "--", "bash", "-c",
+                            "cd /tmp && nohup /opt/sglang/venv/bin/sglang-sim --model-path /srv/llmops-mirror/models/Qwen3.6-27B "
+                            "--served-model-name stray-relaunch --port 30000 --tp-size 2 --speculative-algorithm NEXTN "
+                            "> /tmp/nohup-relaunch.log 2>&1 < /dev/null &")
+    launch = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,  # pylint: disable=consider-using-with
+                              stderr=subprocess.DEVNULL)
     try:
         launch.wait(timeout=15)
     except subprocess.TimeoutExpired:
@@ -235,15 +209,15 @@ def test_incident_replay_names_the_stray_and_a_deploy_recovers(sandbox):
             else:
                 time.sleep(1)
         assert stray is not None, "the stray never listened on port 30000: %s" % inside(host, "cat", "/tmp/nohup-relaunch.log")
-        rc, output, dummy_seconds = playbook("playbooks/verify.yml", "--limit", host)
-        assert rc != 0
-        messages = " ".join(failures(output))
+        run = playbook("playbooks/verify.yml", "--limit", host)
+        assert run.rc != 0
+        messages = " ".join(run.failures())
         assert "port 30000 is held by PID %d" % stray in messages, messages
         assert summary(host)["status"] == "failed"
     finally:
         pct(HOSTS[host]["vmid"], "pkill", "-9", "-f", "stray-relaunch")
-    rc, output, dummy_seconds = playbook("deploy.yml", "--limit", host)
-    assert rc == 0, failures(output)
+    run = playbook("deploy.yml", "--limit", host)
+    assert run.rc == 0, run.summary()
     assert summary(host)["status"] == "passed"
     assert summary(host)["deployment_id"] == record(host)["deployment_id"]
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from cuda_checks import installed, output, rerun_role
+from cuda_checks import installed
+
+from ansible_collections.llmops.serving.tests.support.ansible_run import rerun_converge
 
 HOME = "/usr/local/cuda-13.0"
 
@@ -42,9 +44,9 @@ def test_login_shell_has_cuda_home_and_nvcc(host):
 
 
 def test_toolkit_of_another_major_is_refused_before_installing(host):
-    run = rerun_role({"cuda_toolkit_version": "12.8"})
-    assert run.returncode != 0
-    text = output(run)
+    run = rerun_converge({"cuda_toolkit_version": "12.8"})
+    assert run.rc != 0
+    text = run.text
     assert "cuda_toolkit_version 12.8 is CUDA 12, but torch 2.14.1 (CUDA 13 build), pinned by sglang 0.5.23" in text
     assert "needs CUDA 13" in text
     assert not installed(host, "cuda-toolkit-12-8")
@@ -52,6 +54,6 @@ def test_toolkit_of_another_major_is_refused_before_installing(host):
 
 
 def test_rerun_changes_nothing(host):
-    run = rerun_role()
-    assert run.returncode == 0, output(run)
-    assert "changed=0" in run.stdout, output(run)
+    run = rerun_converge()
+    assert run.rc == 0, run.summary()
+    assert run.stats[host.backend.host]["changed"] == 0, run.summary()

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import re
 
-from flash_attn_checks import BUILD_RECORD, call_module, rerun_role
+from ansible_collections.llmops.serving.tests.support.ansible_run import call_module, rerun_converge
 
+BUILD_RECORD = "/var/tmp/flash-attn-standin-build.json"
 WHEEL = "flash_attn-2.8.3.post2+cu13torch2.9cxx11abiTRUE-cp311-cp311-linux_x86_64.whl"
 
 
@@ -24,14 +24,14 @@ def test_matching_prebuilt_wheel_is_installed_without_a_build(host):
 
 
 def test_build_without_a_wheel_uses_the_capped_parallelism(host):
-    rc, out = rerun_role({"flash_attn_venv": "/opt/fa-build/venv", "flash_attn_wheel_dir": ""})
-    assert rc == 0, out[-3000:]
+    run = rerun_converge({"flash_attn_venv": "/opt/fa-build/venv", "flash_attn_wheel_dir": ""}, timeout=240)
+    assert run.rc == 0, run.summary()
     record = json.loads(host.file(BUILD_RECORD).content_string)
     # What llmops.serving.build_parallelism decides in this container's cgroup, with the role's arguments:
     # one nvcc thread per CUDA arch ("80" only), 5 GiB per thread, 2 GiB reserve.
     decision, failed = call_module(host, "llmops.serving.build_parallelism", max_nvcc_threads=1, per_thread_gib=5.0, reserve_gib=2.0)
     assert not failed, decision
-    # The container's 8 GiB limit (molecule.yml), not the machine's memory, bounds the decision.
+    # The container's 8 GiB limit (.config/molecule/config.yml), not the machine's memory, bounds the decision.
     assert decision["memory"]["cgroup_limit_bytes"] == 8 * 1024**3
     assert record["MAX_JOBS"] == str(decision["max_jobs"])
     assert record["NVCC_THREADS"] == str(decision["nvcc_threads"]) == "1"
@@ -42,7 +42,7 @@ def test_build_without_a_wheel_uses_the_capped_parallelism(host):
     # --no-build-isolation: setup.py imported the venv's torch; ninja came from the venv.
     assert record["torch"] == "2.9.1+standin"
     assert record["ninja"] == "/opt/fa-build/venv/bin/ninja"
-    assert f"MAX_JOBS={decision['max_jobs']}" in out and "FLASH_ATTN_CUDA_ARCHS=80" in out
+    assert f"MAX_JOBS={decision['max_jobs']}" in run.text and "FLASH_ATTN_CUDA_ARCHS=80" in run.text
     # The full pip -v output is kept.
     assert "Successfully installed flash-attn-2.8.3.post2" in host.file("/var/log/llmops-serving/flash-attn-build.log").content_string
     assert installed_version(host, "/opt/fa-build/venv") == "2.8.3.post2"
@@ -51,28 +51,28 @@ def test_build_without_a_wheel_uses_the_capped_parallelism(host):
 
 
 def test_build_is_not_repeated_once_installed(host):
-    rc, out = rerun_role({"flash_attn_venv": "/opt/fa-build/venv", "flash_attn_wheel_dir": ""})
-    assert rc == 0, out[-3000:]
-    assert re.search(r"llmops-molecule-flash-attn\s*:\s*ok=\d+\s+changed=0\s", out), out[-2000:]
+    run = rerun_converge({"flash_attn_venv": "/opt/fa-build/venv", "flash_attn_wheel_dir": ""}, timeout=240)
+    assert run.rc == 0, run.summary()
+    assert run.stats[host.backend.host]["changed"] == 0, run.summary()
 
 
 def test_oom_killed_build_fails_with_the_diagnosis(host):
-    rc, out = rerun_role({
+    run = rerun_converge({
         "flash_attn_venv": "/opt/fa-fail/venv", "flash_attn_wheel_dir": "",
         "flash_attn_build_log": "/var/log/llmops-serving/flash-attn-fail.log",
         "flash_attn_build_environment": {"FLASH_ATTN_STANDIN_REPLAY_LOG": "/var/tmp/onnxruntime-cicc-killed.log"},
-    })
-    assert rc != 0
-    assert "flash-attn 2.8.3.post2 build failed with MAX_JOBS=" in out
-    assert "out of memory (the OOM killer stopped cicc/cc1plus; lower max_jobs)" in out
-    assert "died due to signal 9 (Kill signal)" in out
+    }, timeout=240)
+    assert run.rc != 0
+    assert "flash-attn 2.8.3.post2 build failed with MAX_JOBS=" in run.text
+    assert "out of memory (the OOM killer stopped cicc/cc1plus; lower max_jobs)" in run.text
+    assert "died due to signal 9 (Kill signal)" in run.text
     # The full log is kept for a human.
     assert "'cicc' died due to signal 9" in host.file("/var/log/llmops-serving/flash-attn-fail.log").content_string
 
 
 def test_flash_attn_2_8_3_post2_is_refused_with_torch_2_13(host):
-    rc, out = rerun_role({"flash_attn_venv": "/opt/fa-torch213/venv"})
-    assert rc != 0
-    assert "flash-attn 2.8.3.post2 cannot be built against torch 2.13.0+standin" in out
-    assert "C++20 or later compatible compiler is required to use ATen" in out
+    run = rerun_converge({"flash_attn_venv": "/opt/fa-torch213/venv"}, timeout=240)
+    assert run.rc != 0
+    assert "flash-attn 2.8.3.post2 cannot be built against torch 2.13.0+standin" in run.text
+    assert "C++20 or later compatible compiler is required to use ATen" in run.text
     assert not host.file("/opt/fa-torch213/venv/lib/python3.11/site-packages/flash_attn").exists

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-
 PROC = "/srv/nvidia-standin/proc-driver-nvidia-version"
 RUNS_LOG = "/var/log/nvidia-standin/installer-runs.log"
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
@@ -28,17 +24,3 @@ def set_host_module(host, version, line=PROPRIETARY):
 def installer_runs(host):
     log = host.file(RUNS_LOG)
     return log.content_string.splitlines() if log.exists else []
-
-
-def rerun_role(extra_vars=None):
-    """Converge again from the controller; return the finished process (the caller checks rc and output)."""
-    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
-    playbook = os.path.join(os.environ["MOLECULE_SCENARIO_DIRECTORY"], "converge.yml")
-    return subprocess.run(
-        ["ansible-playbook", "-i", inventory, playbook, "-e", json.dumps(extra_vars or {})],
-        capture_output=True, text=True, timeout=300, check=False,
-    )
-
-
-def output(run):
-    return run.stdout[-4000:] + run.stderr[-2000:]

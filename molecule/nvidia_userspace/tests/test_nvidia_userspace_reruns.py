@@ -7,24 +7,26 @@ from __future__ import annotations
 
 import pytest
 
-from nvidia_checks import FLAGS, HOST_VERSION, LIBDIR, OPEN, OTHER_VERSION, installer_runs, output, rerun_role, set_host_module
+from nvidia_checks import FLAGS, HOST_VERSION, LIBDIR, OPEN, OTHER_VERSION, installer_runs, set_host_module
+
+from ansible_collections.llmops.serving.tests.support.ansible_run import rerun_converge
 
 
 @pytest.fixture
 def restore_host(host):
     yield
     set_host_module(host, HOST_VERSION)
-    run = rerun_role()
-    assert run.returncode == 0, output(run)
+    run = rerun_converge()
+    assert run.rc == 0, run.summary()
     assert host.check_output("nvidia-smi --query-gpu=driver_version --format=csv,noheader").split()[0] == HOST_VERSION
 
 
 def test_mismatch_fails_with_both_versions_side_by_side(host, restore_host):
     set_host_module(host, OTHER_VERSION)
     runs_before = installer_runs(host)
-    run = rerun_role({"nvidia_userspace_install": False})
-    assert run.returncode != 0
-    text = output(run)
+    run = rerun_converge({"nvidia_userspace_install": False})
+    assert run.rc != 0
+    text = run.text
     assert f"host kernel module {OTHER_VERSION}, container userspace {HOST_VERSION}" in text
     assert "Driver/library version mismatch" in text
     assert installer_runs(host) == runs_before
@@ -32,9 +34,9 @@ def test_mismatch_fails_with_both_versions_side_by_side(host, restore_host):
 
 def test_missing_installer_names_both_versions(host, restore_host):
     set_host_module(host, "580.105.08")
-    run = rerun_role()
-    assert run.returncode != 0
-    text = output(run)
+    run = rerun_converge()
+    assert run.rc != 0
+    text = run.text
     assert f"host kernel module 580.105.08, container userspace {HOST_VERSION}: could not get" in text
     assert "NVIDIA-Linux-x86_64-580.105.08.run" in text
 
@@ -42,23 +44,23 @@ def test_missing_installer_names_both_versions(host, restore_host):
 def test_installer_of_another_version_is_refused(host, restore_host):
     set_host_module(host, "580.105.08")
     runs_before = installer_runs(host)
-    run = rerun_role({"nvidia_userspace_installer_url": f"file:///srv/nvidia-standin/NVIDIA-Linux-x86_64-{OTHER_VERSION}.run"})
-    assert run.returncode != 0
-    assert f"host kernel module 580.105.08, installer NVIDIA-Linux-x86_64-{OTHER_VERSION}.run {OTHER_VERSION}" in output(run)
+    run = rerun_converge({"nvidia_userspace_installer_url": f"file:///srv/nvidia-standin/NVIDIA-Linux-x86_64-{OTHER_VERSION}.run"})
+    assert run.rc != 0
+    assert f"host kernel module 580.105.08, installer NVIDIA-Linux-x86_64-{OTHER_VERSION}.run {OTHER_VERSION}" in run.text
     assert installer_runs(host) == runs_before
 
 
 def test_host_driver_update_installs_the_new_version(host, restore_host):
     set_host_module(host, OTHER_VERSION, line=OPEN)
     runs_before = installer_runs(host)
-    run = rerun_role()
-    assert run.returncode == 0, output(run)
+    run = rerun_converge()
+    assert run.rc == 0, run.summary()
     assert installer_runs(host) == runs_before + [f"{OTHER_VERSION} {FLAGS}"]
     assert host.check_output("nvidia-smi --query-gpu=driver_version --format=csv,noheader").split() == [OTHER_VERSION] * 2
     assert not host.file(f"{LIBDIR}/libnvidia-ml.so.{HOST_VERSION}").exists
 
 
 def test_wrong_gpu_count_fails(host):
-    run = rerun_role({"nvidia_userspace_expected_gpu_count": 4})
-    assert run.returncode != 0
-    assert "lists 2 GPU(s) (NVIDIA RTX A6000, NVIDIA RTX A6000), expected 4" in output(run)
+    run = rerun_converge({"nvidia_userspace_expected_gpu_count": 4})
+    assert run.rc != 0
+    assert "lists 2 GPU(s) (NVIDIA RTX A6000, NVIDIA RTX A6000), expected 4" in run.text

@@ -45,49 +45,49 @@ def test_installed_versions_and_model_revision_are_published(host):
 
 
 def test_driver_below_580_fails_before_any_install(host, reruns):
-    rc, out = reruns["driver"]
-    assert rc != 0
-    assert "SGLang 0.5.23 is a CUDA 13 build and needs a host NVIDIA driver >= 580, but the host driver is 570.86.15" in out
-    assert "0.5.19 (the last SGLang release with a CUDA 12 lane" in out
+    run = reruns["driver"]
+    assert run.rc != 0
+    assert "SGLang 0.5.23 is a CUDA 13 build and needs a host NVIDIA driver >= 580, but the host driver is 570.86.15" in run.text
+    assert "0.5.19 (the last SGLang release with a CUDA 12 lane" in run.text
     assert not host.file("/opt/sglang-driver").exists
 
 
 def test_cuda12_release_accepts_a_570_driver(host, reruns):
     # 0.5.19 is a CUDA 12 build: driver 570 passes; the run then stops at the install (no such wheel offline).
-    rc, out = reruns["cuda12"]
-    assert rc != 0
-    assert "needs a host NVIDIA driver" not in out
-    assert "No matching distribution found for sglang==0.5.19" in out
+    run = reruns["cuda12"]
+    assert run.rc != 0
+    assert "needs a host NVIDIA driver" not in run.text
+    assert "No matching distribution found for sglang==0.5.19" in run.text
 
 
 def test_python_older_than_requires_python_fails_before_any_install(host, reruns):
-    rc, out = reruns["python"]
-    assert rc != 0
-    assert "SGLang 0.5.23 requires Python >= 3.11, but /usr/local/bin/python3.10-standin is Python 3.10.12" in out
+    run = reruns["python"]
+    assert run.rc != 0
+    assert "SGLang 0.5.23 requires Python >= 3.11, but /usr/local/bin/python3.10-standin is Python 3.10.12" in run.text
     assert not host.file("/opt/sglang-py310").exists
 
 
 def test_qwen36_with_tp2_needs_0_5_10(host, reruns):
-    rc, out = reruns["floor"]
-    assert rc != 0
-    assert "/models/Qwen3.6-27B (Qwen3.5/3.6) with TP 2 needs SGLang >= 0.5.10, but sglang_version is 0.5.9" in out
+    run = reruns["floor"]
+    assert run.rc != 0
+    assert "/models/Qwen3.6-27B (Qwen3.5/3.6) with TP 2 needs SGLang >= 0.5.10, but sglang_version is 0.5.9" in run.text
     assert not host.file("/opt/sglang-old").exists
 
 
 def test_disk_space_check_names_both_figures(host, reruns):
-    rc, out = reruns["disk"]
-    assert rc != 0
-    assert "Not enough disk space: the SGLang install needs 100000.0 GiB at /opt/sglang-disk/venv" in out
+    run = reruns["disk"]
+    assert run.rc != 0
+    assert "Not enough disk space: the SGLang install needs 100000.0 GiB at /opt/sglang-disk/venv" in run.text
     assert not host.file("/opt/sglang-disk").exists
 
 
 def test_removed_flag_fails_with_argparse_message(host, reruns):
-    rc, out = reruns["removed_flag"]
-    assert rc != 0
-    assert "rejects the flags the service would get" in out
-    assert CUDA_GRAPH_MAX_BS_ERROR in out
+    run = reruns["removed_flag"]
+    assert run.rc != 0
+    assert "rejects the flags the service would get" in run.text
+    assert CUDA_GRAPH_MAX_BS_ERROR in run.text
 
 
 def test_abbreviated_and_replacement_flags_are_accepted(host, reruns):
-    rc, out = reruns["accepted_flags"]
-    assert rc == 0, out[-3000:]
+    run = reruns["accepted_flags"]
+    assert run.rc == 0, run.summary()

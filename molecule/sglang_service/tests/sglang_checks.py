@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import time
 
 import pytest
+
+from ansible_collections.llmops.serving.tests.support.ansible_run import rerun_converge
 
 INSTANCE = "molecule"
 UNIT = f"sglang-{INSTANCE}.service"
@@ -17,27 +17,6 @@ CURRENT_LOG = f"{LOG_DIR}/current.log"
 RECORD = f"/var/lib/llmops-serving/{INSTANCE}/deployment.json"
 SIM = "/opt/sglang-sim/bin/sglang-sim"
 READY_LINE = "The server is fired up and ready to roll!"
-
-
-def call_module(host, module, **args):
-    """Run a collection module on the target with `ansible`; return (result, failed).
-
-    testinfra's host.ansible() reads ansible's --tree output, which in ansible-core 2.19 no longer
-    carries `failed`, so a failing module would look like a passing one; the json callback keeps it.
-    """
-    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
-    # Only the json callback may write to stdout (the scenario enables profile_tasks for playbooks).
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
-    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
-    run = subprocess.run(
-        ["ansible", "-i", inventory, host.backend.host, "-m", module, "-a", json.dumps(args)],
-        capture_output=True, text=True, timeout=120, check=False, env=env,
-    )
-    try:
-        result = json.loads(run.stdout)["plays"][0]["tasks"][0]["hosts"][host.backend.host]
-    except (ValueError, KeyError, IndexError):
-        pytest.fail(f"ansible -m {module} gave no result (rc {run.returncode}): {run.stdout[-2000:]} {run.stderr[-2000:]}")
-    return result, bool(result.get("failed"))
 
 
 def unit_properties(host):
@@ -74,14 +53,9 @@ def deployment_id(host):
 
 
 def rerun_role(extra_vars):
-    """Converge again from the controller with extra variables (a new deployment)."""
-    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
-    playbook = os.path.join(os.environ["MOLECULE_SCENARIO_DIRECTORY"], "converge.yml")
-    run = subprocess.run(
-        ["ansible-playbook", "-i", inventory, playbook, "-e", json.dumps(extra_vars)],
-        capture_output=True, text=True, timeout=300, check=False,
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    """Converge again from the controller with extra variables (a new deployment); it must succeed."""
+    run = rerun_converge(extra_vars)
+    assert run.rc == 0, run.summary()
     return run
 
 

@@ -15,7 +15,6 @@ from sglang_checks import (
     LOG_DIR,
     PORT,
     UNIT,
-    call_module,
     deployment_id,
     rerun_role,
     start_stray,
@@ -24,6 +23,8 @@ from sglang_checks import (
     wait_ready,
     wait_until,
 )
+
+from ansible_collections.llmops.serving.tests.support.ansible_run import call_module
 
 SERVICE = "llmops.serving.service_provenance"
 LOG = "llmops.serving.log_provenance"

@@ -24,8 +24,8 @@ def test_healthy_deployment_passes_with_a_complete_summary():
 def test_readiness_is_noticed_within_two_seconds_of_the_ready_line():
     # A new deployment (another startup time) restarts the unit; the start takes longer than the tasks before the
     # wait, so the wait really waits for the ready line.
-    rc, output, summary = converge({"sglang_service_environment": dict(BASE_ENV, SGLANG_SIM_STARTUP_SECONDS="10")})
-    assert rc == 0, output[-3000:]
+    run, summary = converge({"sglang_service_environment": dict(BASE_ENV, SGLANG_SIM_STARTUP_SECONDS="10")})
+    assert run.rc == 0, run.summary()
     lag = summary["ready_noticed_after_line_seconds"]
     assert lag is not None, "the server was ready before the wait began: nothing was measured"
     print(f"\nreadiness: noticed {lag:.3f} s after the simulator's ready line (limit 2 s)")
@@ -33,31 +33,31 @@ def test_readiness_is_noticed_within_two_seconds_of_the_ready_line():
 
 
 def test_sampling_loop_is_diagnosed_as_sampling_not_mtp():
-    rc, output, summary = converge(with_fault("degenerate", sglang_verify_probe_sampling=INCIDENT_SAMPLING))
-    assert rc != 0
+    run, summary = converge(with_fault("degenerate", sglang_verify_probe_sampling=INCIDENT_SAMPLING))
+    assert run.rc != 0
     assert summary["status"] == "failed"
     assert summary["probe_verdict"] == "sampling loop", summary
     assert "presence_penalty" in summary["message"] or "temperature" in summary["message"], summary["message"]
-    assert "sampling loop" in output
+    assert "sampling loop" in run.text
 
 
 def test_the_model_cards_values_cure_the_same_server():
-    rc, output, summary = converge(with_fault("degenerate"))
-    assert rc == 0, output[-3000:]
+    run, summary = converge(with_fault("degenerate"))
+    assert run.rc == 0, run.summary()
     assert summary["probe_verdict"] == "healthy"
 
 
 def test_low_acceptance_is_diagnosed_as_a_draft_path_problem():
-    rc, output, summary = converge(with_fault("low-accept"))
-    assert rc != 0, output[-3000:]
+    run, summary = converge(with_fault("low-accept"))
+    assert run.rc != 0, run.summary()
     assert summary["status"] == "failed"
     assert "draft" in summary["message"].lower(), summary["message"]
     assert summary["accept_length"]["mean"] < 2.0
 
 
 def test_startup_oom_fails_the_wait_within_seconds_quoting_sglang():
-    rc, output, summary = converge(with_fault("oom"))
-    assert rc != 0
+    run, summary = converge(with_fault("oom"))
+    assert run.rc != 0
     assert summary["failed_step"] == "Wait for the current invocation to be ready"
     assert "Not enough GPU memory for hybrid" in summary["message"], summary["message"]
     print(f"\nstartup OOM: the wait failed after {summary['ready_after_seconds']} s")
@@ -65,6 +65,6 @@ def test_startup_oom_fails_the_wait_within_seconds_quoting_sglang():
 
 
 def test_back_to_the_healthy_deployment():
-    rc, output, summary = converge()
-    assert rc == 0, output[-3000:]
+    run, summary = converge()
+    assert run.rc == 0, run.summary()
     assert summary["status"] == "passed"

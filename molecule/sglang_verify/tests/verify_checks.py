@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
-HOST = "llmops-molecule-sglang-verify"
+from ansible_collections.llmops.serving.tests.support.ansible_run import molecule_platform, rerun_converge
+
 INSTANCE = "verify"
 BASE_ENV = {"SGLANG_SIM_STARTUP_SECONDS": "2", "SGLANG_LOG_MS": "1", "SGLANG_SIM_ITERATION_MS": "5"}
 
 
 def summary_path():
-    return os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "verify", f"{HOST}-{INSTANCE}.json")
+    return os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "verify", f"{molecule_platform()}-{INSTANCE}.json")
 
 
 def read_summary():
@@ -21,17 +21,11 @@ def read_summary():
 
 
 def converge(extra_vars=None):
-    """Run the scenario's converge playbook again; return (rc, output, summary)."""
+    """Run the scenario's converge playbook again; return (AnsibleRun, summary or None)."""
     if os.path.exists(summary_path()):
         os.unlink(summary_path())
-    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
-    playbook = os.path.join(os.environ["MOLECULE_SCENARIO_DIRECTORY"], "converge.yml")
-    run = subprocess.run(
-        ["ansible-playbook", "-i", inventory, playbook, "-e", json.dumps(extra_vars or {})],
-        capture_output=True, text=True, timeout=600, check=False,
-    )
-    output = run.stdout + run.stderr
-    return run.returncode, output, read_summary() if os.path.exists(summary_path()) else None
+    run = rerun_converge(extra_vars, timeout=600)
+    return run, read_summary() if os.path.exists(summary_path()) else None
 
 
 def with_fault(fault, **more):

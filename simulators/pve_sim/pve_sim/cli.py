@@ -256,7 +256,7 @@ def cmd_status(args):
 
 
 def cmd_gpu_kit(args):
-    from pve_sim.gpu_kit import create_kit  # pylint: disable=import-outside-toplevel
+    from pve_sim.gpu_kit import create_kit, write_node_programs  # pylint: disable=import-outside-toplevel
 
     dev_dir = args.dev_dir
     if args.real_dev and not dev_dir:
@@ -266,6 +266,9 @@ def cmd_gpu_kit(args):
         sys.stderr.write("pve-sim: refusing to create nodes in the real /dev without --real-dev\n")
         return 2
     result = create_kit(os.path.abspath(args.root), args.uvm_major, args.gpus, args.driver_version, dev_dir and os.path.abspath(dev_dir))
+    if args.node_root:
+        result["node_programs"] = write_node_programs(os.path.abspath(args.node_root), result["root"], args.uvm_major, args.gpus,
+                                                      args.driver_version, result["dev_dir"], args.real_dev)
     print(json.dumps(result, indent=2))
     return 0
 
@@ -392,6 +395,9 @@ def build_parser():
     kit.add_argument("--dev-dir", help="directory of the nodes (default ROOT/dev)")
     kit.add_argument("--real-dev", action="store_true",
                      help="allow nodes in the real /dev: /dev itself (throwaway machines only) or a --dev-dir below it (dev[n] paths must be under /dev)")
+    kit.add_argument("--node-root",
+                     help="also write stand-ins for the node's nvidia-modprobe (recreates these nodes; uvm major in NODE_ROOT/uvm-major) "
+                          "and udevadm under NODE_ROOT/usr/bin, logging their calls to NODE_ROOT/<program>.log")
     kit.set_defaults(func=cmd_gpu_kit)
 
     template = sub.add_parser("template", help="build the local debootstrap template (reused while its recipe is current), or check it")

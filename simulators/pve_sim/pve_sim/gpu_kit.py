@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import stat
+import sys
 import time
 
 NVIDIA_MAJOR = 195
@@ -124,3 +126,42 @@ def create_kit(root, uvm_major, gpus=2, driver_version="580.95.05", dev_dir=None
     os.chmod(smi, 0o755)
     return {"root": root, "dev_dir": dev_dir, "nodes": created, "proc_version": version_file, "nvidia_smi": smi,
             "proc_devices": os.path.join(root, "proc", "devices"), "driver_version": driver_version, "uvm_major": uvm_major}
+
+
+NVIDIA_MODPROBE = """#!/usr/bin/env bash
+# pve-sim stand-in for nvidia-modprobe: logs its arguments and (re)creates the GPU kit's nodes, the uvm ones with the
+# major in %(major_file)s (a node's driver update changes it), as nvidia-modprobe -c0 -u does on a real node.
+set -eu
+echo "$*" >> %(log)s
+PYTHONPATH=%(source)s exec %(python)s -m pve_sim gpu-kit --root %(kit)s --uvm-major "$(cat %(major_file)s)" --gpus %(gpus)d \\
+  --driver-version %(driver)s --dev-dir %(dev_dir)s%(real_dev)s >/dev/null
+"""
+
+UDEVADM = """#!/usr/bin/env bash
+# pve-sim stand-in for udevadm: logs its arguments.
+echo "$*" >> %(log)s
+"""
+
+
+def write_node_programs(node_root, kit_root, uvm_major, gpus, driver_version, dev_dir, real_dev):
+    """Stand-ins for the node's programs the GPU roles call, under ``node_root``: usr/bin/nvidia-modprobe (recreates the
+    kit's nodes, logging to nvidia-modprobe.log) and usr/bin/udevadm (logs to udevadm.log); ``node_root``/uvm-major
+    holds the uvm major nvidia-modprobe uses. Returns the paths written."""
+    bin_dir = os.path.join(node_root, "usr", "bin")
+    os.makedirs(bin_dir, exist_ok=True)
+    major_file = os.path.join(node_root, "uvm-major")
+    with open(major_file, "w", encoding="utf-8") as handle:
+        handle.write("%d\n" % uvm_major)
+    source = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    quoted = dict((key, shlex.quote(value)) for key, value in (
+        ("major_file", major_file), ("log", os.path.join(node_root, "nvidia-modprobe.log")), ("source", source),
+        ("python", sys.executable), ("kit", kit_root), ("driver", driver_version), ("dev_dir", dev_dir)))
+    programs = {
+        os.path.join(bin_dir, "nvidia-modprobe"): NVIDIA_MODPROBE % dict(quoted, gpus=gpus, real_dev=" --real-dev" if real_dev else ""),
+        os.path.join(bin_dir, "udevadm"): UDEVADM % {"log": shlex.quote(os.path.join(node_root, "udevadm.log"))},
+    }
+    for path, text in programs.items():
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(path, 0o755)
+    return {"uvm_major_file": major_file, "programs": sorted(programs)}

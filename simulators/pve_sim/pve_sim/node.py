@@ -22,7 +22,8 @@ import time
 
 from pve_sim import PVE_RELEASE, PVE_REPOID, PVE_VERSION, guest, mounts, schema
 from pve_sim.auth import PermissionDenied
-from pve_sim.configfile import ConfigMissing, api_view, load, pve_lxc_config, render_new, set_description, write_atomic
+from pve_sim.configfile import ConfigMissing, api_view, load, write_atomic
+from pve_sim.pct_config import parse_device, render_new
 from pve_sim.runtime import TaskFailed, device_rdev
 from pve_sim.tasks import TaskManager
 
@@ -90,6 +91,7 @@ class Node:
             raise die("Configuration file 'nodes/%s/lxc/%d.conf' does not exist" % (self.name, int(vmid))) from None
 
     def rootfs_path(self, config, vmid):
+        """Where the container's root filesystem lives; ``config`` is a PctConfig or a dict of options."""
         volume = (config.get("rootfs") or "").split(",")[0]
         match = re.match(r"^([^:]+):(.+)$", volume)
         if not match:
@@ -189,32 +191,28 @@ class Node:
         except PermissionDenied:
             return False
 
-    def lxc_list(self, identity, params, node):
-        schema.verify(params, {})
-        self.check_node(node)
-        result = []
+    def _visible_summaries(self, identity):
+        """(vmid, summary) of every container ``identity`` may audit (one removed meanwhile is left out)."""
         for vmid in self.vmids():
             if not self._visible(identity, vmid):
                 continue
             try:
-                summary = self._ct_summary(vmid)
+                yield vmid, self._ct_summary(vmid)
             except ConfigMissing:
                 continue
-            result.append(dict((key, value) for key, value in summary.items() if value is not None))
-        return result
+
+    def lxc_list(self, identity, params, node):
+        schema.verify(params, {})
+        self.check_node(node)
+        return [dict((key, value) for key, value in summary.items() if value is not None)
+                for _vmid, summary in self._visible_summaries(identity)]
 
     def cluster_resources(self, identity, params):
         schema.verify(params, {"type": schema._str(enum=["vm", "storage", "node", "sdn"])})  # pylint: disable=protected-access
         wanted = params.get("type")
         result = []
         if wanted in (None, "vm"):
-            for vmid in self.vmids():
-                if not self._visible(identity, vmid):
-                    continue
-                try:
-                    summary = self._ct_summary(vmid)
-                except ConfigMissing:
-                    continue
+            for vmid, summary in self._visible_summaries(identity):
                 item = {"id": "lxc/%d" % vmid, "type": "lxc", "node": self.name, "maxcpu": summary["cpus"]}
                 for key in ("vmid", "name", "status", "maxmem", "maxdisk", "mem", "disk", "cpu", "uptime", "template", "netin", "netout",
                             "diskread", "diskwrite", "lock", "tags"):
@@ -314,7 +312,7 @@ class Node:
         for key, value in params.items():
             if re.match(r"^dev\d+$", key):
                 try:
-                    device_rdev(pve_lxc_config.parse_device(value)["path"])
+                    device_rdev(parse_device(value)["path"])
                 except TaskFailed as error:
                     raise die(str(error)) from None
         rootfs_spec = params.pop("rootfs", "%s:4" % storage)
@@ -332,7 +330,7 @@ class Node:
         write_atomic(self.config_dir, vmid, render_new({"lock": "create"}))
 
         def work(task):
-            rootfs = self.rootfs_path(pve_lxc_config.parse("rootfs: %s\n" % options_out["rootfs"]), vmid)
+            rootfs = self.rootfs_path(options_out, vmid)
             try:
                 # Where PVE allocates the mount points' volumes.
                 for key in mounts.mount_point_keys(options_out):
@@ -387,7 +385,7 @@ class Node:
             section = config.snapshots.get(params["snapshot"])
             if section is None:
                 raise die("snapshot '%s' does not exist" % params["snapshot"])
-            return dict(section.options(), digest=digest)
+            return dict(section.options, digest=digest)
         return api_view(config, digest)
 
     def update_config(self, identity, params, node, vmid):
@@ -429,7 +427,7 @@ class Node:
                     raise die("unable to modify read-only option: 'unprivileged'")
                 if re.match(r"^dev\d+$", key):
                     try:
-                        device_rdev(pve_lxc_config.parse_device(value)["path"])
+                        device_rdev(parse_device(value)["path"])
                     except TaskFailed as error:
                         raise die(str(error)) from None
                 if re.match(r"^mp\d+$", key):
@@ -439,12 +437,12 @@ class Node:
                         raise die(str(error)) from None
             for key in deleted:
                 if key == "description":
-                    set_description(config, "")
+                    config.description = ""
                 else:
                     config.remove(key)
             for key in sorted(params):
                 if key == "description":
-                    set_description(config, params[key])
+                    config.description = params[key]
                 else:
                     config.set(key, schema.normalise(key, params[key]))
             write_atomic(self.config_dir, vmid, config.render())

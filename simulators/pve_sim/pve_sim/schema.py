@@ -13,7 +13,7 @@ import ipaddress
 import re
 import secrets
 
-from pve_sim.configfile import pve_lxc_config
+from pve_sim.pct_config import MAX_DEVICES, parse_device
 
 NOT_IN_SCHEMA = "property is not defined in schema and the schema does not allow additional properties"
 MISSING = "property is missing and it is not optional"
@@ -57,7 +57,7 @@ def _format_dns_name(value):
 
 def _format_dev(value):
     try:
-        parsed = pve_lxc_config.parse_device(value)
+        parsed = parse_device(value)
     except ValueError as error:
         raise FormatError("%s\n" % error) from None
     path = parsed["path"]
@@ -235,7 +235,7 @@ CONTAINER_OPTIONS = {
 }
 INDEXED_OPTIONS = (
     (re.compile(r"^net(\d+)$"), 32, _str(parse_net)),
-    (re.compile(r"^dev(\d+)$"), pve_lxc_config.MAX_DEVICES, _str(_format_dev)),
+    (re.compile(r"^dev(\d+)$"), MAX_DEVICES, _str(_format_dev)),
     (re.compile(r"^mp(\d+)$"), 256, _str(parse_mp)),
     (re.compile(r"^unused(\d+)$"), 256, _str(_format_pve_volume)),
 )

@@ -5,6 +5,7 @@
 """pve_sim's translation of a PVE container config into an LXC config, and the GPU kit's files."""
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import subprocess
@@ -16,8 +17,8 @@ SIM_SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..",
 if SIM_SOURCE not in sys.path:
     sys.path.insert(0, SIM_SOURCE)
 
-from pve_sim.configfile import pve_lxc_config  # noqa: E402  pylint: disable=wrong-import-position
-from pve_sim.gpu_kit import create_kit  # noqa: E402  pylint: disable=wrong-import-position
+from pve_sim import configfile, pct_config  # noqa: E402  pylint: disable=wrong-import-position
+from pve_sim.gpu_kit import create_kit, write_node_programs  # noqa: E402  pylint: disable=wrong-import-position
 from pve_sim.runtime import TaskFailed, render_lxc_config, translate_raw  # noqa: E402  pylint: disable=wrong-import-position
 
 CONFIG = """#GPU box
@@ -35,13 +36,18 @@ lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file
 """
 
 
-def test_the_parser_is_the_collections_one():
-    assert pve_lxc_config.parse(CONFIG).render() == CONFIG
-    assert pve_lxc_config.__file__.endswith(os.path.join("plugins", "module_utils", "pve_lxc_config.py"))
+def test_configs_are_read_with_the_simulators_own_parser(tmp_path):
+    (tmp_path / "120.conf").write_text(CONFIG)
+    config, raw, digest = configfile.load(str(tmp_path), 120)
+    assert isinstance(config, pct_config.PctConfig) and raw == CONFIG
+    assert digest == hashlib.sha1(CONFIG.encode("utf-8")).hexdigest()
+    # CONFIG is in PVE's own order, so writing it back changes nothing.
+    assert config.render() == CONFIG
+    assert os.path.dirname(pct_config.__file__) == os.path.join(SIM_SOURCE, "pve_sim")
 
 
 def test_cgroup_v1_host_gets_v1_keys_for_limits_devices_and_raw_lines():
-    lines = render_lxc_config(120, pve_lxc_config.parse(CONFIG), "/r", 1).splitlines()
+    lines = render_lxc_config(120, pct_config.parse(CONFIG), "/r", 1).splitlines()
     null = os.stat("/dev/null").st_rdev
     zero = os.stat("/dev/zero").st_rdev
     assert "lxc.cgroup.memory.limit_in_bytes = 2147483648" in lines
@@ -57,7 +63,7 @@ def test_cgroup_v1_host_gets_v1_keys_for_limits_devices_and_raw_lines():
 
 
 def test_cgroup_v2_host_keeps_v2_keys_and_translates_v1_ones():
-    lines = render_lxc_config(120, pve_lxc_config.parse(CONFIG + "lxc.cgroup.devices.allow: c 10:200 rwm\n"), "/r", 2).splitlines()
+    lines = render_lxc_config(120, pct_config.parse(CONFIG + "lxc.cgroup.devices.allow: c 10:200 rwm\n"), "/r", 2).splitlines()
     assert "lxc.cgroup2.memory.max = 2147483648" in lines and "lxc.cgroup2.devices.allow = c 195:* rwm" in lines
     assert "lxc.cgroup2.cpu.weight = 50" in lines and "lxc.cgroup2.devices.allow = c 10:200 rwm" in lines
     assert translate_raw("lxc.cgroup2.memory.max", "1G", 1) == ("lxc.cgroup.memory.limit_in_bytes", "1G")
@@ -66,9 +72,9 @@ def test_cgroup_v2_host_keeps_v2_keys_and_translates_v1_ones():
 
 def test_a_missing_or_non_device_dev_entry_fails_like_pve():
     with pytest.raises(TaskFailed, match="^Device /dev/pve-sim-nothing-here does not exist$"):
-        render_lxc_config(1, pve_lxc_config.parse("dev0: /dev/pve-sim-nothing-here\n"), "/r", 1)
+        render_lxc_config(1, pct_config.parse("dev0: /dev/pve-sim-nothing-here\n"), "/r", 1)
     with pytest.raises(TaskFailed, match="is not a device$"):
-        render_lxc_config(1, pve_lxc_config.parse("dev0: /dev/\n"), "/r", 1)
+        render_lxc_config(1, pct_config.parse("dev0: /dev/\n"), "/r", 1)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
@@ -91,3 +97,20 @@ def test_gpu_kit_nodes_version_file_and_nvidia_smi(tmp_path):
     create_kit(str(tmp_path), uvm_major=511, gpus=1)
     assert os.major(os.stat(tmp_path / "dev" / "nvidia-uvm").st_rdev) == 511
     assert not os.path.exists(tmp_path / "dev" / "nvidia1")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
+def test_node_stand_ins_recreate_the_kit_with_the_current_uvm_major_and_log_their_calls(tmp_path):
+    kit = create_kit(str(tmp_path / "kit"), uvm_major=508, gpus=2)
+    root = tmp_path / "root"
+    written = write_node_programs(str(root), kit["root"], 508, 2, "580.95.05", kit["dev_dir"], real_dev=False)
+    assert written["programs"] == [str(root / "usr/bin/nvidia-modprobe"), str(root / "usr/bin/udevadm")]
+    # A driver update on the node: the uvm nodes are gone and the driver now has another major.
+    for name in ("nvidia-uvm", "nvidia-uvm-tools"):
+        os.unlink(os.path.join(kit["dev_dir"], name))
+    (root / "uvm-major").write_text("509\n")
+    subprocess.run([str(root / "usr/bin/nvidia-modprobe"), "-c0", "-u"], check=True, timeout=60)
+    assert [os.major(os.stat(os.path.join(kit["dev_dir"], name)).st_rdev) for name in ("nvidia-uvm", "nvidia-uvm-tools")] == [509, 509]
+    subprocess.run([str(root / "usr/bin/udevadm"), "control", "--reload-rules"], check=True, timeout=30)
+    assert (root / "nvidia-modprobe.log").read_text() == "-c0 -u\n"
+    assert (root / "udevadm.log").read_text() == "control --reload-rules\n"

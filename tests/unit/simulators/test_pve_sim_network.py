@@ -18,7 +18,7 @@ if SIM_SOURCE not in sys.path:
     sys.path.insert(0, SIM_SOURCE)
 
 from pve_sim import mounts, network, schema  # noqa: E402  pylint: disable=wrong-import-position
-from pve_sim.configfile import pve_lxc_config  # noqa: E402  pylint: disable=wrong-import-position
+from pve_sim import pct_config  # noqa: E402  pylint: disable=wrong-import-position
 from pve_sim.runtime import TaskFailed, render_lxc_config  # noqa: E402  pylint: disable=wrong-import-position
 
 HWADDR_RE = re.compile(r"^BC:24:11(?::[0-9A-F]{2}){3}$")
@@ -38,7 +38,7 @@ def mtu_of(known):
 
 
 def config(text):
-    return pve_lxc_config.parse(text)
+    return pct_config.parse(text)
 
 
 # -- --bridge NAME=GATEWAY/PREFIX ---------------------------------------------------------------------
