@@ -339,6 +339,21 @@ def test_command_lines_and_log_lines_come_back_without_the_api_key(target):
 
 # --------------------------------------------------------------------------- this machine's real /proc
 
+def wait_for_exec(pid, cmdline, limit=30.0):
+    """Wait until the child has exec'd: between fork and the end of execve its /proc cmdline is the parent's or empty
+    (read as ``[comm]``), and a check made then names the wrong command. Waits for the state, bounded by ``limit``."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as handle:
+                if handle.read() == cmdline:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.01)
+    pytest.fail("PID %d did not exec %r within %.0f s" % (pid, cmdline, limit))
+
+
 @pytest.fixture
 def real_server(tmp_path):
     """A child process whose stdout and stderr go (O_APPEND) to a real log file with a launcher header, as the unit's would."""
@@ -347,6 +362,7 @@ def real_server(tmp_path):
     path = tmp_path / ("20261129T194501Z-%s.log" % INVOCATION)
     with open(str(path), "ab") as output:
         child = subprocess.Popen(["sleep", "60"], stdout=output, stderr=output)  # pylint: disable=consider-using-with
+    wait_for_exec(child.pid, b"sleep\x0060\x00")
     with open(str(path), "a") as handle:
         handle.write(header(pid=child.pid) + "\n" + DECODE_TP0 + "\n")
     if procfs.fd_link(child.pid, 1) is None:
