@@ -1,7 +1,8 @@
 # llmops.serving — the two commands a newcomer needs:
 #   make sandbox   deploy the whole stack on the embedded sandbox (no GPU, no Proxmox needed)
-#   make test      every test tier: lint, sanity, unit, molecule, integration
+#   make test      every test tier: lint, sanity, unit, package, molecule, integration
 # Both install what they need first (apt packages, .venv, the Docker engine, the base image).
+# make docs builds the docs site (.build/docs/html), make release the changelog and the tarball.
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -11,7 +12,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 .PHONY: help setup venv docker-engine base-image test lint sanity unit molecule integration bench test-slow \
-        sandbox sandbox-down build install-collection changelog lock clean
+        sandbox sandbox-down build install-collection changelog docs ee release package lock clean
 
 help: ## Show the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -29,8 +30,9 @@ docker-engine: setup ## Start the Docker engine when none runs
 base-image: docker-engine ## Build the systemd base image for molecule (debootstrap + docker import)
 	@scripts/base-image.sh
 
+# setup installs promtool (host packages): here the tests that need it fail instead of skipping when it is missing.
 test: setup ## Run every test tier, in order, with a summary line per tier
-	@scripts/test.sh
+	@LLMOPS_REQUIRE_PROMTOOL=1 scripts/test.sh
 
 lint: venv ## ansible-lint (production profile) and yamllint
 	@scripts/test.sh lint
@@ -46,6 +48,9 @@ molecule: base-image ## Every molecule scenario (docker driver)
 
 integration: base-image ## The sandbox integration tests
 	@scripts/test.sh integration
+
+package: venv ## The docs site, the execution environment's build context and a release in a copy of the checkout
+	@scripts/test.sh package
 
 test-slow: venv ## The slow tier: the real pinned SGLang (with torch) checks the rendered flags (~11 GB, minutes)
 	@scripts/slow-tests.sh
@@ -67,6 +72,15 @@ install-collection: build ## Install the built tarball into ~/.ansible/collectio
 
 changelog: venv ## Release the changelog fragments (antsibull-changelog)
 	@antsibull-changelog release
+
+docs: venv ## The docs site with antsibull-docs and Sphinx, into .build/docs/html
+	@scripts/docs.sh
+
+ee: venv ## The execution environment's build context (ansible-builder create) in .build/ee/context
+	@scripts/ee.sh
+
+release: venv ## Release the version in galaxy.yml: CHANGELOG.rst from the fragments, the tarball, its contents checked
+	@scripts/release.sh
 
 lock: venv ## Re-pin requirements/constraints.txt from the current virtualenv
 	@{ sed -n '1,2p' requirements/constraints.txt; $(VENV)/bin/pip freeze --disable-pip-version-check | grep -v '^pip=='; } > requirements/constraints.txt.new

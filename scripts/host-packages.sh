@@ -15,6 +15,9 @@ declare -A wanted=(
   [zstd]=zstd
   [openssh-client]=ssh-keygen
   [iproute2]=ip
+  # promtool checks the verdict textfile and runs the Prometheus rule tests. The package also holds the Prometheus
+  # server; on a host with systemd its postinst enables prometheus.service.
+  [prometheus]=promtool
 )
 missing=()
 for pkg in "${!wanted[@]}"; do

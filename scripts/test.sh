@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test tiers behind `make test`: lint, sanity, unit, molecule, integration, in that order.
+# The test tiers behind `make test`: lint, sanity, unit, package, molecule, integration, in that order.
 # `scripts/test.sh` runs them all; `scripts/test.sh unit molecule` runs the named ones.
 # Each tier prints one summary line with its time; the run fails when any tier fails, and
 # a tier that finds nothing to run fails too (a green run must have tested something).
@@ -10,7 +10,7 @@ export PATH="$VENV/bin:$PATH"
 export ANSIBLE_CONFIG="$REPO_ROOT/ansible.cfg"
 export PY_COLORS=0 ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0
 
-ALL_TIERS=(lint sanity unit molecule integration)
+ALL_TIERS=(lint sanity unit package molecule integration)
 summary=()
 failed=0
 
@@ -32,6 +32,12 @@ tier_sanity() {
 
 tier_unit() {
   run_pytest -q --durations=5 tests/unit
+}
+
+# What users get besides the code: the docs site (antsibull-docs, Sphinx), the execution environment's build context
+# (ansible-builder create) and a release (changelog, tarball, its contents) made in a copy of the checkout.
+tier_package() {
+  scripts/docs.sh && run_pytest -q --durations=5 tests/package
 }
 
 tier_molecule() {
