@@ -441,3 +441,86 @@ def collect_stats(fd, offset=0, num_steps=3, num_draft_tokens=None, max_errors=D
     result["offset"] = offset
     result["resume_offset"] = reader.resume_offset
     return result
+
+
+# ---- startup pool lines (memory plan vs actual) ----------------------------------------------------------------------
+# Shapes as SGLang 0.5.23 prints them (mem_cache/memory_pool.py, mem_cache/kv_cache_configurator.py,
+# managers/scheduler.py, model_executor/model_runner.py) and as public logs of earlier releases show them:
+#   Load weight begin. avail mem=47.43 GB
+#   Load weight end. elapsed=..., type=..., avail mem=21.30 GB, mem usage=26.13 GB.
+#   Mamba Cache is allocated. max_mamba_cache_size: 124, conv_state size: 0.34GB, ssm_state size: 17.58GB
+#   KV Cache is allocated. #tokens: 580364, K size: 4.15 GB, V size: 4.15 GB   (or "dtype: ..., #tokens: N, KV size: X GB")
+#   Memory pool end. avail mem=4.02 GB
+#   max_total_num_tokens=580364, ..., max_running_requests=1, context_len=8192, available_gpu_mem=3.63 GB
+#   max_running_requests is capped to 24 by the mamba state cache (...)
+#   Not enough GPU memory for hybrid ... Computed max_mamba_cache_size=-28 (total_rest_memory=-7.96 GB, ...)
+#   Using default chat sampling params from model generation config: {'temperature': 0.6, 'top_k': 20, ...}
+_GB = r"(-?[0-9]{1,7}(?:\.[0-9]{1,4})?)\s*GB"
+_POOL_PATTERNS = (
+    ("load_begin_avail_gib", re.compile(r"Load weight begin\. avail mem=" + _GB), float),
+    ("load_end_avail_gib", re.compile(r"Load weight end\..*?avail mem=" + _GB), float),
+    ("weights_gib", re.compile(r"Load weight end\..*?mem usage=" + _GB), float),
+    ("max_mamba_cache_size", re.compile(r"Mamba Cache is allocated\. max_mamba_cache_size: (-?[0-9]{1,9})"), int),
+    ("conv_state_gib", re.compile(r"Mamba Cache is allocated\..*?conv_state size: " + _GB), float),
+    ("ssm_state_gib", re.compile(r"Mamba Cache is allocated\..*?ssm_state size: " + _GB), float),
+    ("kv_tokens", re.compile(r"KV Cache is allocated\..*?#tokens: ([0-9]{1,12})"), int),
+    ("k_size_gib", re.compile(r"KV Cache is allocated\..*?\bK size: " + _GB), float),
+    ("v_size_gib", re.compile(r"KV Cache is allocated\..*?\bV size: " + _GB), float),
+    ("kv_size_gib", re.compile(r"KV Cache is allocated\..*?\bKV size: " + _GB), float),
+    ("pool_end_avail_gib", re.compile(r"Memory pool end\. avail mem=" + _GB), float),
+    ("max_total_num_tokens", re.compile(r"\bmax_total_num_tokens=([0-9]{1,12})"), int),
+    ("max_running_requests", re.compile(r"\bmax_total_num_tokens=.*?\bmax_running_requests=([0-9]{1,9})"), int),
+    ("context_len", re.compile(r"\bmax_total_num_tokens=.*?\bcontext_len=([0-9]{1,9})"), int),
+    ("available_gpu_mem_gib", re.compile(r"\bmax_total_num_tokens=.*?available_gpu_mem=" + _GB), float),
+    ("capped_running_requests", re.compile(r"max_running_requests is capped to ([0-9]{1,9}) by the mamba state cache"), int),
+    ("oom_mamba_cache_size", re.compile(r"Not enough GPU memory for hybrid.*?max_mamba_cache_size=(-?[0-9]{1,9})"), int),
+    ("oom_total_rest_gib", re.compile(r"Not enough GPU memory for hybrid.*?total_rest_memory=" + _GB), float),
+)
+_SAMPLING_DEFAULTS_RE = re.compile(r"Using default chat sampling params from model generation config: (\{.*\})\s*$")
+_SAMPLING_ITEM_RE = re.compile(r"'([a-z_]{1,40})':\s*(-?[0-9]{1,9}(?:\.[0-9]{1,9})?)")
+
+
+def parse_pool_line(line):
+    """The startup pool figures one log line carries, as a dict (empty for any other line).
+
+    Only rank 0's lines count (a line tagged TP1 or higher returns {}), so a TP run reports one rank's pools.
+    """
+    _timestamp, tags, message = split_prefix(line)
+    if tags.get("TP", 0) != 0:
+        return {}
+    found = {}
+    for key, pattern, convert in _POOL_PATTERNS:
+        match = pattern.search(message)
+        if match:
+            found[key] = convert(match.group(1))
+    return found
+
+
+def parse_sampling_defaults_line(line):
+    """The keys SGLang took from generation_config.json for chat requests, from its startup line; None otherwise."""
+    match = _SAMPLING_DEFAULTS_RE.search(split_prefix(line)[2])
+    if not match:
+        return None
+    return {key: float(value) if "." in value else int(value) for key, value in _SAMPLING_ITEM_RE.findall(match.group(1))}
+
+
+def parse_pool_lines(lines):
+    """The pool sizes of one start from its log lines (the current run's part of the log).
+
+    Returns a dict with whichever of these the lines carried: ``load_begin_avail_gib``, ``load_end_avail_gib``,
+    ``weights_gib`` (the first model loaded: the target), ``max_mamba_cache_size``, ``conv_state_gib``,
+    ``ssm_state_gib``, ``kv_tokens``, ``k_size_gib``/``v_size_gib``/``kv_size_gib``, ``pool_end_avail_gib``,
+    ``max_total_num_tokens``, ``max_running_requests``, ``context_len``, ``available_gpu_mem_gib``,
+    ``capped_running_requests``, ``oom_mamba_cache_size``, ``oom_total_rest_gib`` and ``sampling_defaults`` (the chat
+    defaults taken from generation_config.json; ``{}`` when SGLang printed none). The first value of each wins, so the
+    draft model's later ``Load weight end`` and ``KV Cache`` lines do not replace the target's.
+    """
+    result = {}
+    for line in lines:
+        for key, value in parse_pool_line(line).items():
+            result.setdefault(key, value)
+        if "sampling_defaults" not in result:
+            sampling = parse_sampling_defaults_line(line)
+            if sampling is not None:
+                result["sampling_defaults"] = sampling
+    return result

@@ -12,7 +12,7 @@ import uuid
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from sglang_sim import SIMULATED_SGLANG_VERSION, logfmt
+from sglang_sim import SIMULATED_SGLANG_VERSION, logfmt, sampling
 from sglang_sim.scheduler import THINK_CLOSE, THINK_OPEN
 
 AUTH_EXEMPT_PREFIXES = ("/health", "/metrics", "/ready")
@@ -216,10 +216,10 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, "
                         "the operation will not be performed.)\n", "text/plain")
 
-    def _generate(self, body: dict, max_new_tokens):
+    def _generate(self, body: dict, max_new_tokens, effective=None):
         if self.state.status != "Up" or self.state.gracefully_exit:
             return None
-        request = self.state.scheduler.build_request(body, max_new_tokens, self.state.knobs.has("degenerate"))
+        request = self.state.scheduler.build_request(body, max_new_tokens, self.state.knobs.has("degenerate"), effective)
         self.state.scheduler.submit(request)
         request.done.wait(REQUEST_TIMEOUT_SECONDS)
         return request
@@ -286,16 +286,43 @@ class Handler(BaseHTTPRequestHandler):
             return
         params = body.get("sampling_params") or {}
         text = body.get("text") or ""
-        chat_like = dict(params)
-        chat_like["messages"] = [{"role": "user", "content": text}]
-        chat_like["chat_template_kwargs"] = {"enable_thinking": False}
-        request = self._generate(chat_like, params.get("max_new_tokens", 128))
+        # tokenizer_manager.py: {**preferred_sampling_params, **obj.sampling_params} - the server's values fill the keys
+        # the request leaves out; generation_config.json plays no part here.
+        preferred = sampling.parse_preferred(self.state.args.get("preferred_sampling_params"))
+        effective = sampling.native_sampling(params, preferred)
+        chat_like = {"messages": [{"role": "user", "content": text}], "chat_template_kwargs": {"enable_thinking": False}}
+        merged = dict(preferred or {})
+        merged.update(params)
+        request = self._generate(chat_like, merged.get("max_new_tokens", 128), effective)
         if request is None or not request.done.is_set():
             self._send(503, _error("The server is not ready.", 503))
             return
         meta_info = {"id": request.rid, "finish_reason": {"type": request.finish_reason}, "prompt_tokens": request.prompt_tokens,
                      "completion_tokens": request.generated, "cached_tokens": 0}
         self._send(200, {"text": request.text(), "meta_info": meta_info})
+
+    def completions(self):
+        """/v1/completions: the request's own values or the request model's defaults (sampling.completion_sampling)."""
+        body = self._read_json()
+        if body is None or not isinstance(body.get("prompt"), str):
+            self._send(400, _error("prompt must be a string."))
+            return
+        max_new = body.get("max_tokens", 16)
+        if not isinstance(max_new, int) or max_new < 1:
+            self._send(400, _error("max_tokens must be a positive integer."))
+            return
+        chat_like = {"messages": [{"role": "user", "content": body["prompt"]}], "chat_template_kwargs": {"enable_thinking": False}}
+        request = self._generate(chat_like, max_new, sampling.completion_sampling(body))
+        if request is None or not request.done.is_set():
+            self._send(503, _error("The server is not ready.", 503))
+            return
+        usage = {"prompt_tokens": request.prompt_tokens, "completion_tokens": request.generated,
+                 "total_tokens": request.prompt_tokens + request.generated, "prompt_tokens_details": None}
+        self._send(200, {"id": uuid.uuid4().hex, "object": "text_completion", "created": int(time.time()),
+                         "model": body.get("model") or self.state.args["served_model_name"],
+                         "choices": [{"index": 0, "text": request.text(), "logprobs": None,
+                                      "finish_reason": request.finish_reason, "matched_stop": None}],
+                         "usage": usage})
 
 
 GET_ROUTES = {
@@ -305,7 +332,8 @@ GET_ROUTES = {
     "/v1/models": Handler.models, "/metrics": Handler.metrics, "/flush_cache": Handler.flush_cache,
 }
 POST_ROUTES = {
-    "/v1/chat/completions": Handler.chat_completions, "/generate": Handler.generate, "/flush_cache": Handler.flush_cache,
+    "/v1/chat/completions": Handler.chat_completions, "/v1/completions": Handler.completions,
+    "/generate": Handler.generate, "/flush_cache": Handler.flush_cache,
 }
 
 

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from sglang_sim import cli, knobs as knobs_mod, logfmt, procs, startup
+from sglang_sim import cli, knobs as knobs_mod, logfmt, procs, resolution, sampling, startup
 from sglang_sim.http_api import ServerState, make_server
 from sglang_sim.scheduler import Scheduler
 
@@ -125,6 +125,10 @@ class Launcher:
         threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="sim-http", daemon=True).start()
         logfmt.log_uvicorn("Started server process [%d]" % os.getpid())
         logfmt.log_uvicorn("Waiting for application startup.")
+        chat_defaults = sampling.model_default_sampling(self.args["sampling_defaults"], self.knobs.generation_config)
+        if chat_defaults:
+            # entrypoints/openai/serving_chat.py: OpenAIServingChat.__init__ logs the defaults it took.
+            logfmt.log("Using default chat sampling params from model generation config: %r" % (chat_defaults,))
         logfmt.log_uvicorn("Application startup complete.")
         logfmt.log_uvicorn("Uvicorn running on http://%s:%d (Press CTRL+C to quit)" % (self.args["host"], self.args["port"]))
         if not self.knobs.has("never-ready"):
@@ -178,7 +182,10 @@ class Launcher:
         if not self.wait_for_schedulers(ready_fds):
             self.kill_process_tree(include_parent=False)
             return 1
-        plan = startup.memory_plan(self.args)
+        plan = startup.memory_plan(self.args, self.knobs.gpu_memory_gb)
+        # The scheduler serves what the pools allow: SGLang caps max_running_requests by the state pool.
+        self.args["max_running_requests"] = plan["max_running_requests"]
+        self.args["max_mamba_cache_size"] = plan["mamba_size"]
         return self.serve(plan["kv_tokens"])
 
 
@@ -186,10 +193,12 @@ def main(argv=None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     sglang_argv, sim_argv = knobs_mod.split_sim_argv(argv)
     knobs = knobs_mod.load_knobs(sim_argv)
+    resolution.SIMULATED_GPU_MEMORY_GB = knobs.gpu_memory_gb
     namespace, launch_command = cli.prepare_server_args(sglang_argv)
     logfmt.route_logger("sglang_sim", namespace.log_level)
     # A combination SGLang refuses at start raises SGLang's exception here (traceback, exit status 1, as SGLang).
     args = cli.resolve_server_args(namespace)
+    knobs.generation_config = sampling.load_generation_config(args["model_path"], knobs.generation_config)
     launcher = Launcher(args, knobs, launch_command)
     sys.exit(launcher.run())
 

@@ -21,8 +21,8 @@ from functions named after SGLang's (each cites its source). Modelled:
   `--speculative-num-steps` without `--speculative-eagle-topk`: the TypeError SGLang's comparison raises.
 - validation_hook.py: check_server_args - a colon in served_model_name, tp_size divisible by nnodes.
 
-The values SGLang derives from the GPU and the model's weights (memory fraction, chunked prefill size, CUDA graph
-batch sizes, mamba cache size, context length) get fixed figures consistent with the simulated 48 GB card. The other
+The values SGLang derives from the GPU (memory fraction, chunked prefill size, decode CUDA graph max batch size) follow
+memory_hook.py for the simulated GPU size (SGLANG_SIM_GPU_MEMORY_GB); the pools are sized at start (sglang_sim/memory.py). The other
 speculative algorithms are not simulated (NotSimulatedError).
 """
 from __future__ import annotations
@@ -30,7 +30,11 @@ from __future__ import annotations
 import logging
 import random
 
+from sglang_sim import memory
+
 SIMULATED_ARCHITECTURE = "Qwen3_5ForConditionalGeneration"
+# The simulated GPU's memory in GiB; the launcher sets it from SGLANG_SIM_GPU_MEMORY_GB before resolving.
+SIMULATED_GPU_MEMORY_GB = memory.DEFAULT_GPU_MEMORY_GB
 DEFAULT_CONTEXT_LENGTH = 262144
 DEFAULT_SPEC_MAX_RUNNING_REQUESTS = 48
 # speculative/spec_info.py: SpeculativeAlgorithm members, and spec_registry.py: _RESERVED_ALIASES.
@@ -66,11 +70,19 @@ def handle_missing_default_values(args):
 
 
 def handle_gpu_memory_settings(args):
-    """memory_hook.py: handle_gpu_memory_settings decides these from the GPU; the simulator's card is fixed."""
-    if args["mem_fraction_static"] is None:
-        args["mem_fraction_static"] = 0.83
+    """memory_hook.py: handle_gpu_memory_settings - chunked prefill, decode graph max bs and mem_fraction_static from
+    the simulated GPU's size (sglang_sim/memory.py); runs before the speculative hook, as in SGLang."""
+    gpu_mib = SIMULATED_GPU_MEMORY_GB * 1024.0
+    chunked, decode_max_bs = memory.defaults_for_gpu(gpu_mib, max(1, args["tp_size"]))
     if args["chunked_prefill_size"] is None:
-        args["chunked_prefill_size"] = 8192
+        args["chunked_prefill_size"] = chunked
+    if args["cuda_graph_max_bs_decode"] is None:
+        requested = args["max_running_requests"]
+        args["cuda_graph_max_bs_decode"] = min(decode_max_bs, requested) if requested else decode_max_bs
+    if args["mem_fraction_static"] is None:
+        args["mem_fraction_static"] = memory.default_mem_fraction(gpu_mib, max(1, args["tp_size"]),
+                                                                  args["chunked_prefill_size"],
+                                                                  args["cuda_graph_max_bs_decode"])
     if args["mamba_full_memory_ratio"] is None:
         args["mamba_full_memory_ratio"] = 0.9  # the field's fallback (arg_groups/fields/exec_.py)
 
@@ -223,10 +235,6 @@ def simulator_values(args):
     """Figures SGLang takes from the GPU and the checkpoint, fixed for the simulated card and model."""
     if args["max_running_requests"] is None:
         args["max_running_requests"] = 256
-    if args["cuda_graph_max_bs_decode"] is None:
-        args["cuda_graph_max_bs_decode"] = min(args["max_running_requests"], 256)
-    if args["max_mamba_cache_size"] is None:
-        args["max_mamba_cache_size"] = args["max_running_requests"] * 2
     if args["context_length"] is None:
         args["context_length"] = DEFAULT_CONTEXT_LENGTH
     if args["page_size"] is None:

@@ -8,6 +8,8 @@ Pure functions; the scheduler and HTTP layer call them. See README.md, "Degenera
 """
 from __future__ import annotations
 
+import json
+import os
 import random
 import re
 
@@ -19,7 +21,9 @@ CARD_PROFILES = (
 )
 FLOAT_TOLERANCE = 1e-3
 
-# SGLang's neutral sampling defaults (--sampling-defaults openai, or keys generation_config.json lacks).
+# SGLang's neutral sampling defaults: the chat adapter's _DEFAULT_SAMPLING_PARAMS (entrypoints/openai/protocol.py:
+# ChatCompletionRequest) for keys generation_config.json lacks, CompletionRequest's field defaults, and
+# sampling/sampling_params.py: SamplingParams' defaults for /generate; presence/frequency penalty 0.0 everywhere.
 NEUTRAL_DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0,
                     "presence_penalty": 0.0, "frequency_penalty": 0.0}
 # Keys --sampling-defaults model takes from generation_config.json; presence_penalty is never among them.
@@ -59,23 +63,86 @@ def thinking_enabled(request: dict) -> bool:
     return value is not False
 
 
+def load_generation_config(model_path, fallback: dict) -> dict:
+    """The model's generation_config.json: read from a local model directory as SGLang does
+    (utils/hf_transformers/common.py: get_generation_config -> GenerationConfig.from_pretrained(model_path)), ``{}``
+    when the directory has none; ``fallback`` (the SGLANG_SIM_GENERATION_CONFIG knob) for a hub id."""
+    if model_path and os.path.isdir(model_path):
+        path = os.path.join(model_path, "generation_config.json")
+        if not os.path.exists(path):
+            return {}
+        try:
+            with open(path, encoding="utf-8") as handle:
+                loaded = json.load(handle)
+        except (OSError, ValueError):
+            return {}
+        return loaded if isinstance(loaded, dict) else {}
+    return dict(fallback)
+
+
+def model_default_sampling(sampling_defaults: str, generation_config: dict) -> dict:
+    """configs/model_config.py: ModelConfig.get_default_sampling_params - with --sampling-defaults model, the
+    keys of MODEL_DEFAULT_KEYS that generation_config.json sets (never presence_penalty); {} with openai."""
+    if sampling_defaults != "model":
+        return {}
+    # SGLang's order: repetition_penalty, temperature, top_k, top_p, min_p.
+    order = ("repetition_penalty", "temperature", "top_k", "top_p", "min_p")
+    return {key: generation_config[key] for key in order if generation_config.get(key) is not None}
+
+
 def effective_sampling(request: dict, sampling_defaults: str, generation_config: dict) -> dict:
-    """The parameters the server samples with: the request's values, else the server's defaults."""
+    """/v1/chat/completions (protocol.py: ChatCompletionRequest.to_sampling_params): the request's value, else the
+    model's generation_config.json value (--sampling-defaults model), else the neutral default. presence_penalty and
+    frequency_penalty are the request's or 0.0. --preferred-sampling-params never applies: the adapter has filled
+    every key before tokenizer_manager.py merges them ({**preferred, **obj.sampling_params})."""
     values = dict(NEUTRAL_DEFAULTS)
-    if sampling_defaults == "model":
-        for key in MODEL_DEFAULT_KEYS:
-            if generation_config.get(key) is not None:
-                values[key] = generation_config[key]
+    values.update(model_default_sampling(sampling_defaults, generation_config))
     for key in list(NEUTRAL_DEFAULTS):
         if request.get(key) is not None:
             values[key] = request[key]
     return values
 
 
+def completion_sampling(request: dict) -> dict:
+    """/v1/completions (serving_completions.py: _build_sampling_params): every key from the request, whose fields
+    default to the neutral values (protocol.py: CompletionRequest); neither generation_config.json nor
+    --preferred-sampling-params reaches it."""
+    values = dict(NEUTRAL_DEFAULTS)
+    for key in NEUTRAL_DEFAULTS:
+        if request.get(key) is not None:
+            values[key] = request[key]
+    return values
+
+
+def native_sampling(sampling_params: dict, preferred) -> dict:
+    """/generate (managers/tokenizer_manager.py: _create_tokenized_object): {**preferred, **sampling_params} per key,
+    then SamplingParams' neutral defaults; generation_config.json is not consulted."""
+    values = dict(NEUTRAL_DEFAULTS)
+    for source in (preferred or {}, sampling_params or {}):
+        for key in NEUTRAL_DEFAULTS:
+            if key in source and source[key] is not None:
+                values[key] = source[key]
+    return values
+
+
+def parse_preferred(text):
+    """--preferred-sampling-params as SGLang reads it (a JSON object), or None."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text) if isinstance(text, str) else text
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def card_profile(request: dict, sampling_defaults: str, generation_config: dict):
-    """The name of the card profile the effective parameters match, or None when they match none."""
-    thinking = thinking_enabled(request)
-    values = effective_sampling(request, sampling_defaults, generation_config)
+    """The name of the card profile a chat request's effective parameters match, or None when they match none."""
+    return profile_of(effective_sampling(request, sampling_defaults, generation_config), thinking_enabled(request))
+
+
+def profile_of(values: dict, thinking: bool):
+    """The name of the card profile ``values`` (all keys of NEUTRAL_DEFAULTS) match in this thinking mode, or None."""
     for name, profile_thinking, exact, (presence_low, presence_high) in CARD_PROFILES:
         if profile_thinking != thinking:
             continue

@@ -78,10 +78,14 @@ class Scheduler:
         self.thread = threading.Thread(target=self._loop, name="sim-scheduler", daemon=True)
 
     # ---- request construction -------------------------------------------------------------------------------
-    def build_request(self, body: dict, max_new_tokens, degenerate_mode: bool):
+    def build_request(self, body: dict, max_new_tokens, degenerate_mode: bool, effective=None):
+        """``effective``: the sampling values an endpoint resolved (default: a chat request's, with the model's
+        generation_config.json defaults)."""
         messages = body.get("messages") or []
         thinking = sampling.thinking_enabled(body)
-        profile = sampling.card_profile(body, self.args["sampling_defaults"], self.knobs.generation_config)
+        if effective is None:
+            effective = sampling.effective_sampling(body, self.args["sampling_defaults"], self.knobs.generation_config)
+        profile = sampling.profile_of(effective, thinking)
         looping = degenerate_mode and profile is None
         seed = body.get("seed")
         rng = random.Random(seed if isinstance(seed, int) else "%s-%d" % (self.rng.random(), next(self._seed_counter)))
@@ -102,6 +106,7 @@ class Scheduler:
             accept_prob = sampling.ACCEPT_PROB_HEALTHY
         request = SimRequest(sampling.count_prompt_tokens(messages), planned, limit, accept_prob, looping, thinking)
         request.card_profile = profile
+        request.sampling = effective
         return request
 
     # ---- public API ---------------------------------------------------------------------------------------------

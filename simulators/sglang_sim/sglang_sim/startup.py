@@ -13,31 +13,18 @@ import os
 import signal
 import time
 
-from sglang_sim import logfmt
+from sglang_sim import logfmt, memory
 
-GPU_MEMORY_GB = 47.43          # an RTX A6000-class card
-WEIGHTS_GB_TOTAL = 51.75       # a 27B model in bf16 (incl. the MTP head)
-MAMBA_CACHE_PER_REQ_MB = 146.81
 ARCHITECTURE = "Qwen3_5ForConditionalGeneration"
+DRAFT_ARCHITECTURE = "Qwen3_5ForCausalLMMTP"
 
 # Fractions of the startup time at which each phase ends (the rest is warm-up in the launcher).
 PHASES = {"dist": 0.06, "weights": 0.5, "pools": 0.58, "graphs": 0.8, "ready": 0.84}
 
 
-def memory_plan(args: dict) -> dict:
-    tp_size = max(1, args["tp_size"])
-    weights = min(WEIGHTS_GB_TOTAL / tp_size, GPU_MEMORY_GB * 0.7)
-    static = GPU_MEMORY_GB * float(args["mem_fraction_static"])
-    rest = max(0.5, static - weights)
-    full_share = rest / (1.0 + float(args["mamba_full_memory_ratio"]))
-    kv_tokens = int(full_share * (1 << 30) / (16 * 2 * 8 * 256 * 2 / tp_size))
-    if args.get("max_total_tokens"):
-        kv_tokens = int(args["max_total_tokens"])
-    mamba_size = int(args["max_mamba_cache_size"])
-    ssm_gb = mamba_size * MAMBA_CACHE_PER_REQ_MB / 1024 / tp_size * 0.98
-    conv_gb = mamba_size * MAMBA_CACHE_PER_REQ_MB / 1024 / tp_size * 0.02
-    return {"weights": weights, "avail_start": GPU_MEMORY_GB - 0.5, "kv_tokens": kv_tokens, "ssm_gb": ssm_gb, "conv_gb": conv_gb,
-            "kv_gb": full_share, "avail_after_pools": max(0.4, GPU_MEMORY_GB - weights - rest)}
+def memory_plan(args: dict, gpu_memory_gb: float = memory.DEFAULT_GPU_MEMORY_GB) -> dict:
+    """The pools of one rank (sglang_sim/memory.py: SGLang 0.5.23's arithmetic for the simulated model and GPU)."""
+    return memory.plan(args, gpu_memory_gb)
 
 
 def capture_sizes(max_bs: int):
@@ -53,8 +40,13 @@ def _sleep_until(start: float, total: float, fraction: float) -> None:
 
 
 def oom_traceback(args: dict, plan: dict) -> str:
-    rest = -round(2.0 + 10.0 * (1.0 - float(args["mem_fraction_static"])) + plan["weights"] * 0.1, 2)
-    computed = int(rest * 1024 / MAMBA_CACHE_PER_REQ_MB)
+    per_req_mb = sum(memory.state_bytes_per_request(max(1, args["tp_size"]))) / memory.MIB
+    if plan.get("error") and plan["error"][0] == "oom_mamba":
+        computed, rest, per_req_mb = plan["error"][1]
+    else:
+        # The `oom` fault on a plan that fits: an illustrative deficit, as if another process held the memory.
+        rest = -round(2.0 + 10.0 * (1.0 - float(args["mem_fraction_static"])) + plan["weights_gb"] * 0.1, 2)
+        computed = int(rest * 1024 / per_req_mb)
     site = "/usr/local/lib/python3.12/dist-packages/sglang/srt"
     # The frames are illustrative (modelled on the scheduler traceback in https://github.com/sgl-project/sglang/pull/19781);
     # the RuntimeError text is SGLang's own wording.
@@ -78,7 +70,28 @@ def oom_traceback(args: dict, plan: dict) -> str:
         "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. "
         "Computed max_mamba_cache_size=%d (total_rest_memory=%.2f GB, mamba_cache_per_req=%.2f MB). "
         "Try: (1) reduce --max-running-requests, (2) increase --mem-fraction-static, "
-        "(3) reduce --speculative-num-draft-tokens, or (4) use GPUs with more memory." % (computed, rest, MAMBA_CACHE_PER_REQ_MB))
+        "(3) reduce --speculative-num-draft-tokens, or (4) use GPUs with more memory." % (computed, rest, per_req_mb))
+    return "\n".join(lines) + "\n"
+
+
+def error_traceback(plan: dict) -> str:
+    """kv_cache_configurator.py: _profile_available_bytes refuses when the weights leave no pool budget (ValueError);
+    resolve_max_num_reqs when the state pool serves no request (RuntimeError)."""
+    site = "/usr/local/lib/python3.12/dist-packages/sglang/srt"
+    frames = [
+        ("managers/scheduler.py", 3130, "run_scheduler_process", "scheduler = Scheduler("),
+        ("managers/scheduler.py", 1090, "init_target_memory_pool", "self.tp_worker.alloc_memory_pool("),
+        ("mem_cache/kv_cache_configurator.py", 506, "configure", "config = self._resolve_memory_pool_config(pre_model_load_memory)"),
+    ]
+    if plan["error"][0] == "weights":
+        frames.append(("mem_cache/kv_cache_configurator.py", 3053, "_profile_available_bytes", "raise ValueError("))
+    else:
+        frames.append(("mem_cache/kv_cache_configurator.py", 3153, "resolve_max_num_reqs", "raise RuntimeError("))
+    lines = ["Traceback (most recent call last):"]
+    for path, line, function, code in frames:
+        lines.append('  File "%s/%s", line %d, in %s' % (site, path, line, function))
+        lines.append("    " + code)
+    lines.append(("ValueError: " if plan["error"][0] == "weights" else "RuntimeError: ") + plan["error"][1])
     return "\n".join(lines) + "\n"
 
 
@@ -86,37 +99,52 @@ def run_scheduler_rank(rank: int, args: dict, knobs, ready_fd: int, start: float
     """Print one rank's startup, then report ready on ready_fd (or die of the OOM fault). Returns an exit code."""
     tag = logfmt.rank_tag(rank, args["tp_size"])
     total = knobs.startup_seconds
-    plan = memory_plan(args)
+    plan = memory_plan(args, knobs.gpu_memory_gb)
     spec = args["speculative_algorithm"] is not None
     logfmt.log("Init torch distributed begin.", tag)
     _sleep_until(start, total, PHASES["dist"])
     logfmt.log("Init torch distributed ends. elapsed=%.2f s, mem usage=0.21 GB" % (total * PHASES["dist"]), tag)
-    logfmt.log("Load weight begin. avail mem=%.2f GB" % plan["avail_start"], tag)
+    logfmt.log("Load weight begin. avail mem=%.2f GB" % plan["pre_gb"], tag)
     _sleep_until(start, total, PHASES["weights"])
-    avail = plan["avail_start"] - plan["weights"]
+    avail = plan["pre_gb"] - plan["weights_gb"]
     logfmt.log("Load weight end. elapsed=%.2f s, type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB."
-               % (total * (PHASES["weights"] - PHASES["dist"]), ARCHITECTURE, avail, plan["weights"]), tag)
+               % (total * (PHASES["weights"] - PHASES["dist"]), ARCHITECTURE, avail, plan["weights_gb"]), tag)
+    if spec:
+        avail -= plan["draft_gb"]
+        logfmt.log("Load weight end. elapsed=0.41 s, type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB."
+                   % (DRAFT_ARCHITECTURE, avail, plan["draft_gb"]), tag)
     logfmt.log("Using KV cache dtype: torch.bfloat16", tag)
     _sleep_until(start, total, PHASES["pools"])
-    if knobs.has("oom"):
+    refused = plan["error"] is not None
+    if knobs.has("oom") or refused:
         # Ranks finish profiling a little apart; the first SIGQUIT makes the launcher kill the others, so often only
         # one rank's traceback reaches the log, as with SGLang.
         time.sleep(0.02 * rank)
-        logfmt.log("Scheduler hit an exception: " + oom_traceback(args, plan), tag)
+        text = error_traceback(plan) if refused and plan["error"][0] != "oom_mamba" else oom_traceback(args, plan)
+        logfmt.log("Scheduler hit an exception: " + text, tag)
         try:
             os.kill(parent_pid, signal.SIGQUIT)
         except OSError:
             pass
         return 1
     logfmt.log("Mamba Cache is allocated. max_mamba_cache_size: %d, conv_state size: %.2fGB, ssm_state size: %.2fGB "
-               % (args["max_mamba_cache_size"], plan["conv_gb"], plan["ssm_gb"]), tag)
+               % (plan["mamba_size"], plan["conv_gb"], plan["ssm_gb"]), tag)
     logfmt.log("KV Cache is allocated. #tokens: %d, K size: %.2f GB, V size: %.2f GB"
                % (plan["kv_tokens"], plan["kv_gb"] / 2, plan["kv_gb"] / 2), tag)
-    logfmt.log("Memory pool end. avail mem=%.2f GB" % plan["avail_after_pools"], tag)
+    if spec:
+        logfmt.log("KV Cache is allocated. #tokens: %d, K size: %.2f GB, V size: %.2f GB"
+                   % (plan["kv_tokens"], plan["draft_kv_gb"] / 2, plan["draft_kv_gb"] / 2), tag)
+    capped_to = plan["capped_to"]
+    if capped_to is not None and rank == 0:
+        logfmt.log("max_running_requests is capped to %d by the mamba state cache (max_mamba_cache_size=%d, %d state "
+                   "slots per request). To raise it: increase --mamba-full-memory-ratio or --max-mamba-cache-size, or "
+                   "halve the state size with --mamba-ssm-dtype bfloat16."
+                   % (int(capped_to), plan["mamba_size"], plan["slots_per_request"]), tag)
+    logfmt.log("Memory pool end. avail mem=%.2f GB" % plan["after_pools_gb"], tag)
     logfmt.log("Using hybrid linear attention backend for hybrid GDN models.", tag)
     if not args["disable_cuda_graph"]:
         sizes = capture_sizes(args["cuda_graph_max_bs_decode"])
-        avail = plan["avail_after_pools"]
+        avail = plan["after_pools_gb"]
         phases = [("target verify", "num_tokens_per_req=%d, " % args["speculative_num_draft_tokens"]),
                   ("draft decode", "")] if spec else [("decode", "")]
         step = (PHASES["graphs"] - PHASES["pools"]) / len(phases)
@@ -130,8 +158,8 @@ def run_scheduler_rank(rank: int, args: dict, knobs, ready_fd: int, start: float
     if rank == 0:
         logfmt.log("max_total_num_tokens=%d, chunked_prefill_size=%d, max_prefill_tokens=%d, max_running_requests=%d, "
                    "context_len=%d, available_gpu_mem=%.2f GB"
-                   % (plan["kv_tokens"], args["chunked_prefill_size"], args["max_prefill_tokens"], args["max_running_requests"],
-                      args["context_length"], max(0.3, plan["avail_after_pools"] - 0.4)), tag)
+                   % (plan["kv_tokens"], args["chunked_prefill_size"], args["max_prefill_tokens"], plan["max_running_requests"],
+                      args["context_length"], max(0.3, plan["after_pools_gb"] - 0.4)), tag)
     _sleep_until(start, total, PHASES["ready"])
     os.write(ready_fd, b"ready\n")
     os.close(ready_fd)

@@ -10,9 +10,25 @@ import re
 import signal
 import time
 
+import pytest
+
 from ansible_collections.llmops.serving.tests.unit.simulators.sim_harness import (
     DECODE_RE, LINE_PREFIX, READY_LINE, SPEC_ARGS, http, pid_alive, wait_gone,
 )
+
+
+# One simulated H200 (nvidia-smi memory.total 143771 MiB): these runs use TP 1; the 27B bf16 model with MTP does not fit
+# one 48 GB card, and on one 80 GB card its state pool serves no request: SGLang refuses both starts, so does the simulator.
+ONE_BIG_CARD = str(143771 / 1024.0)
+
+
+@pytest.fixture
+def start_sim(start_sim):
+    def _start(args=(), **env):
+        env.setdefault("SGLANG_SIM_GPU_MEMORY_GB", ONE_BIG_CARD)
+        return start_sim(args, **env)
+    return _start
+
 
 CARD = {"temperature": 1.0, "top_p": 0.95, "top_k": 20, "min_p": 0.0, "presence_penalty": 0.0, "repetition_penalty": 1.0}
 QUESTION = [{"role": "user", "content": "What is 2+2?"}]
@@ -31,7 +47,7 @@ def test_startup_log_lines_and_readiness(start_sim):
     assert re.match(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\] server_args=", server_args[0]), "main-process lines carry no rank tag"
     for rank in (0, 1):
         tag = r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} TP%d\] " % rank
-        assert any(re.match(tag + r"Mamba Cache is allocated\. max_mamba_cache_size: 96, conv_state size: \d+\.\d\dGB, "
+        assert any(re.match(tag + r"Mamba Cache is allocated\. max_mamba_cache_size: \d+, conv_state size: \d+\.\d\dGB, "
                                   r"ssm_state size: \d+\.\d\dGB", line) for line in lines)
         assert any(re.match(tag + r"Capture target verify CUDA graph begin\. backend=full, num_tokens_per_req=4, avail mem=\d+\.\d\d GB$",
                             line) for line in lines)

@@ -1,0 +1,339 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: sglang_memory_plan
+short_description: Plan SGLang's GPU memory (weights, KV pool, hybrid state pool) before the server starts
+description:
+  - Does the arithmetic SGLang 0.5.23 does at start, per tensor-parallel rank, from the model's C(config.json) (and
+    C(model.safetensors.index.json) for the exact weight bytes when present), the GPUs and the server's flags, and
+    says whether the configuration fits before a multi-minute start with CUDA graph capture finds out.
+  - "Hybrid models (Qwen3-Next, Qwen3.5/3.6: Gated DeltaNet layers with a fixed state per request next to
+    full-attention layers) get a state pool next to the KV pool: its slots per running request (3, plus 2 tracking
+    slots with the C(extra_buffer) cache strategy and the overlap schedule), the speculative draft's intermediate state
+    and the MTP draft's KV layer are counted as SGLang counts them. Dense models get the KV pool only."
+  - "It fits when SGLang would start, no pool cuts C(max_running_requests) of O(flags) (SGLang only logs
+    C(max_running_requests is capped) and serves fewer) and the KV pool holds one request of the context length. Less
+    memory outside the static pools than the activation and CUDA graph reserve of SGLang's default is a warning."
+  - Returns the breakdown, the binding constraint and suggestions (the largest C(max_running_requests) the pools serve,
+    the smallest C(mamba_full_memory_ratio) that serves every request, C(mamba_ssm_dtype=bfloat16), the context length
+    the KV pool holds), and a set of changes that together fit.
+  - Needs no GPU; runs on the controller (give O(config)) or on the target (give O(model_path)).
+version_added: 0.2.0
+author:
+  - llmops.serving contributors (!UNKNOWN)
+options:
+  model_path:
+    description:
+      - Directory of the staged model on the target; C(config.json) is read from it, and
+        C(model.safetensors.index.json) when present.
+      - One of O(model_path) and O(config) is required.
+    type: path
+  config:
+    description: The model's parsed C(config.json), instead of O(model_path).
+    type: dict
+  safetensors_index:
+    description: The parsed C(model.safetensors.index.json), for the exact weight bytes (with O(config)).
+    type: dict
+  gpu_count:
+    description: GPUs the server may use; a C(tp_size) in O(flags) above it is refused. Unchecked when omitted.
+    type: int
+  gpu_memory_mib:
+    description:
+      - Total memory of one GPU in MiB, as C(nvidia-smi --query-gpu=memory.total) prints it (an RTX A6000 has 49140).
+      - When omitted, C(nvidia-smi) is asked (the smallest GPU counts).
+    type: int
+  nvidia_smi_path:
+    description: The nvidia-smi program asked when O(gpu_memory_mib) is omitted.
+    type: path
+    default: nvidia-smi
+  cuda_context_mib:
+    description:
+      - Memory gone before the weights load (CUDA context, NCCL buffers), in MiB; the rest is SGLang's
+        C(pre_model_load_memory) (the C(Load weight begin. avail mem) of its log).
+    type: int
+    default: 1024
+  flags:
+    description:
+      - The server's flags, with SGLang's names (C(tp_size), C(mem_fraction_static), C(max_running_requests),
+        C(mamba_full_memory_ratio), C(mamba_radix_cache_strategy), C(mamba_ssm_dtype), C(max_mamba_cache_size),
+        C(disable_radix_cache), C(disable_overlap_schedule), C(context_length), C(kv_cache_dtype),
+        C(speculative_algorithm), C(speculative_num_steps), C(speculative_eagle_topk), C(speculative_num_draft_tokens),
+        C(chunked_prefill_size), C(cuda_graph_max_bs), C(disable_cuda_graph), C(max_total_tokens), C(page_size),
+        C(language_only)). Omitted or null flags take SGLang's defaults for this GPU and model.
+    type: dict
+    default: {}
+  fail_on_no_fit:
+    description: Fail the task, with the numbers and the suggestions, when the plan does not fit.
+    type: bool
+    default: false
+  startup_log:
+    description:
+      - The server's log (the current run's file); when given, the pool sizes SGLang printed at start are read from
+        O(log_offset) on and compared with the plan (RV(actual), RV(comparison)).
+    type: path
+  log_offset:
+    description: Byte offset where the current run starts in O(startup_log) (M(llmops.serving.log_provenance) returns it).
+    type: int
+    default: 0
+extends_documentation_fragment:
+  - llmops.serving.attributes
+  - llmops.serving.attributes.read_only
+notes:
+  - The weights are estimated from C(config.json) unless the safetensors index gives the exact total; the draft's
+    unfreed C(embed_tokens)/C(lm_head) copies are counted (sgl-project/sglang#36452). Compare the plan with the
+    server's own figures after a start (M(llmops.serving.sglang_ready) and the verification summary do).
+  - Each step cites the SGLang function it mirrors in C(plugins/module_utils/memory_plan.py); another SGLang version can
+    size its pools differently.
+seealso:
+  - name: SGLang hybrid model memory
+    description: SGLang's documentation of C(--mamba-full-memory-ratio), C(--max-mamba-cache-size) and C(--mamba-ssm-dtype).
+    link: https://docs.sglang.io/advanced_features/hybrid_model_memory.html
+"""
+
+EXAMPLES = r"""
+- name: Plan the server's memory before it is restarted
+  llmops.serving.sglang_memory_plan:
+    model_path: /srv/models/Qwen3.6-27B
+    gpu_count: 2
+    flags:
+      tp_size: 2
+      max_running_requests: 16
+      mamba_full_memory_ratio: 0.5
+      speculative_algorithm: NEXTN
+      speculative_num_steps: 3
+      speculative_eagle_topk: 1
+      speculative_num_draft_tokens: 4
+    fail_on_no_fit: true
+  register: memory_plan
+
+- name: What would 2 x 80 GB allow? (on the controller)
+  llmops.serving.sglang_memory_plan:
+    config: "{{ lookup('ansible.builtin.file', 'files/Qwen3.6-27B/config.json') | from_json }}"
+    gpu_memory_mib: 81559
+    flags: {tp_size: 2, speculative_algorithm: NEXTN}
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+fits:
+  description: Whether SGLang starts with these flags and serves them as configured.
+  returned: always
+  type: bool
+  sample: false
+binding:
+  description:
+    - The constraint that does not fit (the first in the order C(weights), C(mamba), C(kv)), or, when all fit, the one
+      closest to its limit (C(activation_reserve), C(mamba) or C(kv)).
+  returned: always
+  type: str
+  sample: mamba
+reasons:
+  description: One sentence per constraint that does not fit, with the numbers; empty when it fits.
+  returned: always
+  type: list
+  elements: str
+  sample: ["mamba: the state pool (18 slots, 5 per request) serves 3 of max_running_requests=16; ..."]
+summary:
+  description: One line with the verdict, the pools and, when it does not fit, the first reason and the suggestions.
+  returned: always
+  type: str
+pools:
+  description: What SGLang would print at start, per rank.
+  returned: always
+  type: dict
+  contains:
+    max_mamba_cache_size:
+      description: State pool slots (C(Mamba Cache is allocated. max_mamba_cache_size)); null for a dense model.
+      type: int
+    max_total_num_tokens:
+      description: KV pool tokens, as in SGLang's C(KV Cache is allocated) and C(max_total_num_tokens) lines.
+      type: int
+    max_running_requests:
+      description: The concurrency SGLang resolves (after its pool caps).
+      type: int
+breakdown:
+  description:
+    - Bytes per rank - C(gpu_memory_bytes), C(pre_model_load_bytes), C(target_weights_bytes), C(draft_weights_bytes),
+      C(available_after_load_bytes), C(outside_static_bytes), C(activation_reserve_bytes),
+      C(multimodal_reservation_bytes), C(pool_budget_bytes), C(mamba_state_bytes) (C(mamba_conv_bytes) +
+      C(mamba_ssm_bytes)), C(mamba_intermediate_bytes), C(mamba_per_request_bytes), C(kv_bytes),
+      C(free_after_pools_bytes); and C(mem_fraction_static) with its source, C(default_mem_fraction_static),
+      C(mamba_slots_per_request), C(kv_cell_bytes), C(kv_draft_cell_bytes).
+  returned: always
+  type: dict
+warnings:
+  description: Risks that do not refuse the plan (less memory outside the static pools than SGLang's default reserve).
+  returned: always
+  type: list
+  elements: str
+limits:
+  description: How far each constraint is used, as a ratio (1.0 is exactly at the limit, below 1 does not fit).
+  returned: always
+  type: dict
+  sample: {"activation_reserve": 1.48, "kv": 0.65, "mamba": 0.19}
+suggestions:
+  description:
+    - C(max_running_requests), C(mamba_full_memory_ratio), C(mamba_ssm_dtype), C(context_length) (null where no value
+      helps) and C(fits_with), a set of flag changes that together fit (null when none was found).
+  returned: always
+  type: dict
+resolved:
+  description: The flags after SGLang's defaults for this GPU and model (draft tokens, cache strategy, graph sizes).
+  returned: always
+  type: dict
+model:
+  description: The dimensions read from C(config.json) and the weight bytes with their source.
+  returned: always
+  type: dict
+gpu:
+  description: C(memory_mib), C(count) and where the memory figure came from (C(given) or C(nvidia-smi)).
+  returned: always
+  type: dict
+actual:
+  description:
+    - What SGLang printed at start in O(startup_log) (rank 0), from C(sglang_log.parse_pool_lines) - for example
+      C(max_mamba_cache_size), C(kv_tokens), C(max_total_num_tokens), C(max_running_requests),
+      C(capped_running_requests), C(available_gpu_mem_gib), C(oom_mamba_cache_size) and C(sampling_defaults) (the chat
+      defaults it took from generation_config.json).
+  returned: when O(startup_log) is given
+  type: dict
+comparison:
+  description:
+    - Per pool, C(planned), C(actual), C(error) and C(relative_error) (planned - actual) / actual.
+  returned: when O(startup_log) is given
+  type: dict
+  sample: {"max_mamba_cache_size": {"planned": 125, "actual": 124, "error": 1, "relative_error": 0.0081}}
+sglang_version:
+  description: The SGLang version whose arithmetic the plan follows.
+  returned: always
+  type: str
+  sample: 0.5.23
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmops.serving.plugins.module_utils import memory_plan, model_config, sglang_log
+
+MAX_STARTUP_BYTES = 8 << 20
+
+
+def read_startup(path, offset):
+    """The current run's startup pool lines (at most MAX_STARTUP_BYTES from ``offset``), parsed."""
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        data = handle.read(MAX_STARTUP_BYTES)
+    return sglang_log.parse_pool_lines(data.decode("utf-8", "replace").splitlines())
+
+
+def read_model_files(model_path):
+    """(config, index or None) from a staged model directory."""
+    with open(os.path.join(model_path, "config.json"), encoding="utf-8") as handle:
+        config = json.load(handle)
+    index = None
+    index_path = os.path.join(model_path, "model.safetensors.index.json")
+    if os.path.exists(index_path):
+        with open(index_path, encoding="utf-8") as handle:
+            index = json.load(handle)
+    return config, index
+
+
+def parse_memory_total(text):
+    """The smallest ``memory.total`` (MiB) from ``nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits``."""
+    values = []
+    for line in text.splitlines():
+        line = line.strip().replace("MiB", "").strip()
+        if line:
+            values.append(int(line))
+    if not values:
+        raise ValueError("nvidia-smi printed no memory.total")
+    return min(values), len(values)
+
+
+def run(params, config, index, gpu):
+    """The module's result (pure): the plan, its suggestions and a summary."""
+    dims = model_config.parse_model_config(config)
+    parsed_index = model_config.parse_safetensors_index(index) if index else None
+    weights = model_config.weight_bytes(dims, parsed_index)
+    flags = {key: value for key, value in (params["flags"] or {}).items() if value is not None}
+    plan = memory_plan.plan_memory(dims, weights, gpu, flags)
+    suggestions = memory_plan.suggest(dims, weights, gpu, flags, plan=plan)
+    model = {key: dims[key] for key in ("architecture", "num_layers", "hidden_size", "num_kv_heads", "head_dim",
+                                        "mtp_layers", "context_length", "is_multimodal")}
+    model.update({"full_attention_layers": len(dims["full_attention_layers"]),
+                  "linear_attention_layers": len(dims["linear_attention_layers"]),
+                  "linear": dims["linear"], "weights": weights})
+    return {"changed": False, "fits": plan["fits"], "binding": plan["binding"], "reasons": plan["reasons"],
+            "warnings": plan["warnings"],
+            "summary": memory_plan.summary_line(plan, suggestions), "pools": plan["pools"],
+            "breakdown": plan["breakdown"], "limits": plan["limits"], "suggestions": suggestions,
+            "resolved": plan["resolved"], "model": model, "gpu": gpu, "sglang_version": plan["sglang_version"]}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            model_path=dict(type="path"),
+            config=dict(type="dict"),
+            safetensors_index=dict(type="dict"),
+            gpu_count=dict(type="int"),
+            gpu_memory_mib=dict(type="int"),
+            nvidia_smi_path=dict(type="path", default="nvidia-smi"),
+            cuda_context_mib=dict(type="int", default=memory_plan.DEFAULT_CUDA_CONTEXT_MIB),
+            flags=dict(type="dict", default={}),
+            fail_on_no_fit=dict(type="bool", default=False),
+            startup_log=dict(type="path"),
+            log_offset=dict(type="int", default=0),
+        ),
+        required_one_of=[("model_path", "config")],
+        mutually_exclusive=[("model_path", "config")],
+        supports_check_mode=True,
+    )
+    params = module.params
+    if params["model_path"]:
+        try:
+            config, index = read_model_files(params["model_path"])
+        except (OSError, ValueError) as exc:
+            module.fail_json(msg="cannot read the model's config from %s: %s" % (params["model_path"], exc))
+    else:
+        config, index = params["config"], params["safetensors_index"]
+    gpu = {"memory_mib": params["gpu_memory_mib"], "count": params["gpu_count"],
+           "cuda_context_mib": params["cuda_context_mib"], "source": "given"}
+    if gpu["memory_mib"] is None:
+        smi = module.get_bin_path(params["nvidia_smi_path"]) if "/" not in params["nvidia_smi_path"] else params["nvidia_smi_path"]
+        if not smi:
+            module.fail_json(msg="gpu_memory_mib is not given and %s is not found" % params["nvidia_smi_path"])
+        rc, out, err = module.run_command([smi, "--query-gpu=memory.total", "--format=csv,noheader,nounits"])
+        try:
+            if rc != 0:
+                raise ValueError(err.strip() or out.strip())
+            gpu["memory_mib"], listed = parse_memory_total(out)
+        except ValueError as exc:
+            module.fail_json(msg="cannot read the GPU memory size from nvidia-smi: %s" % exc, rc=rc)
+        gpu["count"] = gpu["count"] if gpu["count"] is not None else listed
+        gpu["source"] = "nvidia-smi"
+    try:
+        result = run(params, config, index, gpu)
+    except (model_config.ModelConfigError, memory_plan.PlanInputError) as exc:
+        module.fail_json(msg="cannot plan the memory: %s" % exc)
+    if params["startup_log"]:
+        try:
+            actual = read_startup(params["startup_log"], params["log_offset"])
+        except OSError as exc:
+            module.fail_json(msg="cannot read %s: %s" % (params["startup_log"], exc))
+        result["actual"] = actual
+        result["comparison"] = memory_plan.compare_with_startup(
+            {"pools": result["pools"], "breakdown": result["breakdown"]}, actual)
+    if params["fail_on_no_fit"] and not result["fits"]:
+        module.fail_json(msg="the SGLang server does not fit its GPUs: %s" % result["summary"], **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""sglang_memory_plan module: run in-process on a staged model directory and on a config given directly."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+from unittest import mock
+
+from ansible.module_utils import basic
+
+from ansible_collections.llmops.serving.plugins.modules import sglang_memory_plan
+from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
+
+CONFIG_PATH = (pathlib.Path(__file__).parents[1] / "module_utils" / "data" / "models" / "qwen3.6-27b-from-model-card.json")
+CONFIG = json.loads(CONFIG_PATH.read_text())
+MTP = {"tp_size": 2, "speculative_algorithm": "NEXTN", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+       "speculative_num_draft_tokens": 4}
+
+
+def staged(tmp_path, index=None):
+    model = tmp_path / "Qwen3.6-27B"
+    model.mkdir()
+    shutil.copy(CONFIG_PATH, model / "config.json")
+    if index is not None:
+        (model / "model.safetensors.index.json").write_text(json.dumps(index))
+    return str(model)
+
+
+def test_seed_configuration_is_reported_and_fails_only_when_asked(tmp_path):
+    args = {"model_path": staged(tmp_path), "gpu_memory_mib": 49140, "gpu_count": 2,
+            "flags": dict(MTP, max_running_requests=48, mamba_full_memory_ratio=0.9)}
+    result, failed = run_module(sglang_memory_plan.main, args, check_mode=True)
+    assert not failed and result["changed"] is False and result["fits"] is False
+    assert result["binding"] == "mamba" and result["pools"]["max_mamba_cache_size"] == 26
+    assert result["suggestions"]["fits_with"] == {"max_running_requests": 5, "context_length": 135313}
+    assert result["model"]["weights"]["source"].startswith("estimated from config.json")
+    result, failed = run_module(sglang_memory_plan.main, dict(args, fail_on_no_fit=True))
+    assert failed and result["msg"].startswith("the SGLang server does not fit its GPUs: does not fit: weights 25.47 GiB")
+    assert "binding mamba" in result["msg"] and result["pools"]["max_running_requests"] == 5
+
+
+def test_index_and_fitting_plan(tmp_path):
+    index = {"metadata": {"total_size": 55_560_000_000}, "weight_map": {"mtp.fc.weight": "a", "model.visual.x": "b"}}
+    args = {"model_path": staged(tmp_path, index), "gpu_memory_mib": 49140,
+            "flags": dict(MTP, max_running_requests=4, mamba_full_memory_ratio=0.9, context_length=65536, cuda_graph_max_bs=None)}
+    result, failed = run_module(sglang_memory_plan.main, args)
+    assert not failed and result["fits"], result["reasons"]
+    assert result["model"]["weights"]["total"] == 55_560_000_000 and result["summary"].startswith("fits:")
+
+
+def test_config_given_directly_and_nvidia_smi(tmp_path):
+    calls = []
+
+    def fake_run_command(self, cmd, **kwargs):
+        calls.append(cmd)
+        return 0, "49140\n49140\n", ""
+
+    with mock.patch.object(basic.AnsibleModule, "run_command", fake_run_command), \
+            mock.patch.object(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: "/usr/bin/nvidia-smi"):
+        result, failed = run_module(sglang_memory_plan.main, {"config": CONFIG, "flags": MTP})
+    assert not failed and calls == [["/usr/bin/nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"]]
+    assert result["gpu"] == {"memory_mib": 49140, "count": 2, "cuda_context_mib": 1024, "source": "nvidia-smi"}
+
+
+def test_errors_are_plain(tmp_path):
+    result, failed = run_module(sglang_memory_plan.main, {"model_path": str(tmp_path), "gpu_memory_mib": 49140})
+    assert failed and result["msg"].startswith("cannot read the model's config from")
+    result, failed = run_module(sglang_memory_plan.main, {"config": {"text_config": {"hidden_size": 0}}, "gpu_memory_mib": 1})
+    assert failed and "cannot plan the memory: config.json hidden_size=0" in result["msg"]
+    result, failed = run_module(sglang_memory_plan.main, {"config": CONFIG, "gpu_memory_mib": 49140, "flags": {"tp": 2}})
+    assert failed and "unknown flag(s) for the plan: tp" in result["msg"]
+
+
+def test_memory_total_parser():
+    assert sglang_memory_plan.parse_memory_total("81559 MiB\n49140\n") == (49140, 2)
+
+
+def test_plan_against_the_current_runs_startup_lines(tmp_path):
+    log = tmp_path / "run.log"
+    previous = "[2026-12-01 21:00:00 TP0] Mamba Cache is allocated. max_mamba_cache_size: 99, conv_state size: 1GB\n"
+    current = ("[2026-12-01 22:00:55 TP0] Mamba Cache is allocated. max_mamba_cache_size: 18, conv_state size: 0.02GB, "
+               "ssm_state size: 1.27GB \n"
+               "[2026-12-01 22:00:55 TP0] max_total_num_tokens=170687, chunked_prefill_size=4096, max_prefill_tokens=16384, "
+               "max_running_requests=3, context_len=262144, available_gpu_mem=10.32 GB\n"
+               "[2026-12-01 22:00:55] Using default chat sampling params from model generation config: {'temperature': 1.0}\n")
+    log.write_text(previous + current)
+    args = {"config": CONFIG, "gpu_memory_mib": 49140, "flags": dict(MTP, max_running_requests=16, mamba_full_memory_ratio=0.5),
+            "startup_log": str(log), "log_offset": len(previous)}
+    result, failed = run_module(sglang_memory_plan.main, args)
+    assert not failed and result["actual"]["max_mamba_cache_size"] == 18
+    assert result["comparison"]["max_mamba_cache_size"] == {"planned": 18, "actual": 18, "error": 0, "relative_error": 0.0}
+    assert result["comparison"]["max_total_num_tokens"]["error"] == 0
+    assert result["actual"]["sampling_defaults"] == {"temperature": 1.0}
+    result, failed = run_module(sglang_memory_plan.main, dict(args, startup_log=str(tmp_path / "missing.log")))
+    assert failed and result["msg"].startswith("cannot read")
