@@ -13,11 +13,10 @@ anything returned, because the archive holds the secret environment file.
 
 from __future__ import annotations
 
-import re
+from ansible_collections.llmops.serving.plugins.module_utils.deployment_layout import DEPLOYMENT_ID_RE, RECORD_NAME
 
-from ansible_collections.llmops.serving.plugins.module_utils.deployment_layout import RECORD_NAME
-
-DEPLOYMENT_ID_PATTERN = re.compile(r"^[0-9a-f]{64}$")
+# Matched whole: a requested ID with a trailing newline is refused, not joined into a path.
+DEPLOYMENT_ID_PATTERN = DEPLOYMENT_ID_RE
 HISTORY_SETTING = "sglang_service_deployment_history"
 
 

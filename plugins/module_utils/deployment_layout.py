@@ -29,6 +29,8 @@ import json
 import os
 import re
 
+from ansible_collections.llmops.serving.plugins.module_utils.systemd_syntax import env_file_line
+
 DEFAULT_CONFIG_DIR = "/etc/llmops-serving"
 DEFAULT_STATE_DIR = "/var/lib/llmops-serving"
 DEFAULT_LOG_ROOT = "/var/log/llmops-serving"
@@ -41,10 +43,19 @@ SERVER_ENV_NAME = "server.env"
 DEPLOYMENT_ENV_NAME = "deployment.env"
 ARCHIVES_NAME = "deployments"
 MANIFEST_NAME = "manifest.json"
+# deployment_record and deployment_restore hold an flock on this file (in the instance's state dir) while they run.
+LOCK_NAME = "deployment.lock"
+# An archive being written is staged as <archive>.partial and renamed into place when complete.
+PARTIAL_SUFFIX = ".partial"
+# An unusable deployment.json is kept aside as deployment.json.corrupt-<YYYYmmddTHHMMSSZ>.
+CORRUPT_LABEL = "corrupt"
 CURRENT_LOG_NAME = "current.log"
 # The launcher names each start's log by its start time (UTC) and systemd invocation ID; current.log points at the newest.
 LOG_FILE_NAME_PATTERN = "<YYYYmmddTHHMMSSZ>-<32 hex invocation id>.log"
 LOG_FILE_NAME_RE = re.compile(r"\A[0-9]{8}T[0-9]{6}Z-[0-9a-f]{32}\.log\Z")
+
+# An instance name, whole (\Z: unlike $, it does not match before a final newline).
+INSTANCE_NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 
 # The variables deployment.env sets for the unit; the launcher and service_provenance read them in the server's environment.
 DEPLOYMENT_ID_VARIABLE = "LLMOPS_DEPLOYMENT_ID"
@@ -68,9 +79,19 @@ def unit_name(instance):
 
 
 def instance_name_error(instance):
-    """Why ``instance`` cannot name an instance (it becomes a directory under each root), or None when it can."""
+    """Why ``instance`` cannot name an instance, or None when it can.
+
+    It becomes a directory under each root, part of the unit's name, a line of deployment.env and words in the unit:
+    letters, digits, ``_ . -``, starting with a letter or digit (INSTANCE_NAME_RE, matched whole: a trailing newline
+    is refused too).
+    """
+    if not isinstance(instance, str):
+        return f"instance {instance!r} is not a valid instance name (not a string)"
     if not instance or "/" in instance or instance.startswith("."):
         return f"instance {instance!r} is not a valid instance name (no slashes, not hidden)"
+    if not INSTANCE_NAME_RE.match(instance):
+        return (f"instance {instance!r} is not a valid instance name (letters, digits, _ . - only, starting with a "
+                "letter or digit; no whitespace or control characters)")
     return None
 
 
@@ -106,11 +127,13 @@ def instance_paths(instance, config_dir=DEFAULT_CONFIG_DIR, state_dir=DEFAULT_ST
 
 def record_paths(instance, state_dir, env_file=None):
     """instance_paths as deployment_record and deployment_restore use them: under the state root they are given, with
-    deployment.env where their env_file option puts it (by default under the default configuration root).
+    deployment.env where their env_file option puts it (by default under the default configuration root), and the
+    lock they hold while they run (``lock_path``).
     """
     paths = instance_paths(instance, state_dir=state_dir)
     if env_file:
         paths["deployment_env"] = env_file
+    paths["lock_path"] = os.path.join(paths["state_dir"], LOCK_NAME)
     return paths
 
 
@@ -126,15 +149,65 @@ def deployment_env_text(instance, deployment_id):
     """Content of the unit's EnvironmentFile= that carries the deployment ID to the server.
 
     deployment_record and deployment_restore both write it; the text must stay byte-identical (and across releases),
-    or a rerun would rewrite the file and report a change.
+    or a rerun would rewrite the file and report a change. The lines come from systemd_syntax's env_file_line, which
+    leaves these plain values bare. Raises ValueError for an invalid instance name (one with a newline would add a
+    line) and SystemdSyntaxError (a ValueError) for an ID systemd could not read back.
     """
-    return (
-        "# Written by llmops.serving.deployment_record; loaded by the unit.\n"
-        f"{DEPLOYMENT_ID_VARIABLE}={deployment_id}\n{INSTANCE_VARIABLE}={instance}\n"
-    )
+    error = instance_name_error(instance)
+    if error:
+        raise ValueError(error)
+    return "# Written by llmops.serving.deployment_record; loaded by the unit.\n" + "".join(
+        env_file_line(name, value, "deployment.env") + "\n"
+        for name, value in ((DEPLOYMENT_ID_VARIABLE, deployment_id), (INSTANCE_VARIABLE, instance)))
 
 
 # -- deployment.json ------------------------------------------------------------------------------
+
+# A deployment ID: a SHA-256 in lowercase hex, matched whole (\Z: unlike $, not before a final newline).
+DEPLOYMENT_ID_RE = re.compile(r"\A[0-9a-f]{64}\Z")
+
+
+class RecordError(ValueError):
+    """deployment.json cannot be used as a record; the message names the file and says what was found."""
+
+
+def _json_type(value):
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number",
+            type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _id_error(record, key, required):
+    value = record.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, str) and DEPLOYMENT_ID_RE.match(value):
+        return None
+    shown = repr(value)[:80] if isinstance(value, str) else _json_type(value)
+    return f"its {key} is {shown}, not a deployment ID (64 lowercase hexadecimal digits)"
+
+
+def parse_record(text, record_path=RECORD_NAME):
+    """The record stored in deployment.json, checked against the schema build_record writes. Raises RecordError.
+
+    Required: an object with a valid ``deployment_id``. ``previous_deployment_id`` and ``rolled_back_from`` are null
+    or IDs, ``inputs`` an object, ``instance``, ``deployed_at`` and ``archive`` text, where present.
+    """
+    try:
+        record = json.loads(text)
+    except ValueError as exc:
+        raise RecordError(f"the deployment record {record_path} is not JSON ({exc})") from None
+    if not isinstance(record, dict):
+        raise RecordError(f"the deployment record {record_path} is {_json_type(record)}, not an object")
+    why = (_id_error(record, "deployment_id", True) or _id_error(record, "previous_deployment_id", False)
+           or _id_error(record, "rolled_back_from", False))
+    if why is None and not isinstance(record.get("inputs", {}), dict):
+        why = f"its inputs are {_json_type(record['inputs'])}, not an object"
+    for key in ("instance", "deployed_at", "archive"):
+        if why is None and not isinstance(record.get(key, ""), str):
+            why = f"its {key} is {_json_type(record[key])}, not text"
+    if why:
+        raise RecordError(f"the deployment record {record_path} is not a record: {why}")
+    return record
 
 
 def utc_timestamp(now=None):

@@ -13,6 +13,7 @@ whatever the file's size.
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 
@@ -23,6 +24,8 @@ HEADER_REQUIRED_KEYS = HEADER_KEYS
 HEADER_MAX_BYTES = 4096
 # Enough for many SGLang lines (a decode line is ~250 bytes) even after a long traceback.
 TAIL_BYTES = 64 * 1024
+# The kernel's PID_MAX_LIMIT on 64-bit: no process ID is larger.
+PID_MAX = 4194304
 
 # Rank tags follow the time in the order SGLang's run_scheduler_process builds them: DP, PP, ATTN_CP, MOE_DP, TP, EP
 # (only those that apply), so any sequence of " <TAG><n>" is accepted, not just DP and TP.
@@ -30,31 +33,85 @@ SGLANG_PREFIX_RE = re.compile(
     r"^\[(?P<date>\d{4}-\d{2}-\d{2}) (?P<time>\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?)(?P<ranks>(?: [A-Z][A-Z_]*\d+)*)\]"
 )
 
+# What the launcher writes for each key (sglang-launch.j2): ASCII only, so that int() and datetime never see the other
+# digits Unicode has. The pid is "$$", decimal without sign or leading zero; invocation_id systemd's $INVOCATION_ID;
+# deployment_id a SHA-256 in hex; started_at `date -u +%Y-%m-%dT%H:%M:%SZ`; instance and unit are names.
+_PID_RE = re.compile(r"\A[1-9][0-9]{0,6}\Z")
+_INVOCATION_ID_RE = re.compile(r"\A[0-9a-f]{32}\Z")
+_DEPLOYMENT_ID_RE = re.compile(r"\A[0-9a-f]{64}\Z")
+_STARTED_AT_RE = re.compile(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z\Z")
+_NAME_RE = re.compile(r"\A[\x21-\x7e]+\Z")
+_VALUE_FORMS = {
+    "instance": (_NAME_RE, "a name (printable ASCII, no spaces)"),
+    "deployment_id": (_DEPLOYMENT_ID_RE, "a deployment ID (64 lowercase hexadecimal digits)"),
+    "invocation_id": (_INVOCATION_ID_RE, "a systemd invocation ID (32 lowercase hexadecimal digits)"),
+    "pid": (_PID_RE, "a process ID (ASCII decimal digits, no sign or leading zero, 1 to %d)" % PID_MAX),
+    "started_at": (_STARTED_AT_RE, "a UTC time (YYYY-mm-ddTHH:MM:SSZ)"),
+    "unit": (_NAME_RE, "a unit name (printable ASCII, no spaces)"),
+}
+
 
 class HeaderError(ValueError):
-    """The first line is not an llmops-serving header (or lacks a required key)."""
+    """The first line is not a valid llmops-serving header; the message says why.
+
+    ``malformed`` is True when the line starts with the header's marker, so it claims to be the launcher's header but
+    breaks its format (a key missing, unknown or repeated, or a value not of its form); False when the line is not a
+    header at all (the file was not written by the launcher). ``key`` names the header key at fault, when one is.
+    """
+
+    def __init__(self, message, malformed=False, key=None):
+        super().__init__(message)
+        self.malformed = malformed
+        self.key = key
+
+
+def _malformed(why, key=None):
+    return HeaderError("malformed llmops-serving header: %s" % why, malformed=True, key=key)
+
+
+def _check_value(key, value):
+    pattern, form = _VALUE_FORMS[key]
+    if not pattern.match(value):
+        raise _malformed("%s=%s is not %s" % (key, ascii(value)[1:-1][:80], form), key)
+    if key == "pid":
+        if int(value) > PID_MAX:
+            raise _malformed("pid=%s is not %s" % (value, form), key)
+        return int(value)
+    if key == "started_at":
+        try:
+            datetime.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
+        except ValueError:
+            raise _malformed("started_at=%s is not a valid time" % value, key) from None
+    return value
 
 
 def parse_header_line(line):
-    """Parse the launcher's header line into a dict (``pid`` as int; unknown extra keys kept as text)."""
-    line = line.rstrip("\r\n")
+    """Parse the launcher's header line into {key: value} with exactly the keys of HEADER_KEYS (``pid`` as int).
+
+    The format is the launcher's, strictly: the marker, then ``key=value`` for each key of HEADER_KEYS exactly once (in
+    any order), one space between tokens, each value of its form. Raises HeaderError (``malformed`` and ``key`` say
+    what is wrong, for a failure that names it).
+    """
+    if line.endswith("\n"):
+        line = line[:-1]
     if not line.startswith(HEADER_MARKER + " "):
         raise HeaderError("the first line does not start with %r: %r" % (HEADER_MARKER, line[:120]))
     header = {}
     for token in line[len(HEADER_MARKER) + 1:].split(" "):
-        if not token:
-            continue
         key, separator, value = token.partition("=")
+        if not token:
+            raise _malformed("tokens are separated by more than one space, or the line ends with one")
         if not separator or not key:
-            raise HeaderError("header token %r is not key=value" % token)
+            raise _malformed("token %s is not key=value" % ascii(token)[:80])
+        if key not in HEADER_KEYS:
+            raise _malformed("unknown key %s (a header has exactly %s)" % (ascii(key)[:40], ", ".join(HEADER_KEYS)), key)
+        if key in header:
+            raise _malformed("key %s appears more than once" % key, key)
         header[key] = value
-    missing = [key for key in HEADER_REQUIRED_KEYS if not header.get(key)]
+    missing = [key for key in HEADER_KEYS if key not in header]
     if missing:
-        raise HeaderError("header lacks %s: %r" % (", ".join(missing), line[:200]))
-    if not header["pid"].isdigit():
-        raise HeaderError("header pid %r is not a number" % header["pid"])
-    header["pid"] = int(header["pid"])
-    return header
+        raise _malformed("it lacks %s: %r" % (", ".join(missing), line[:200]), missing[0])
+    return {key: _check_value(key, header[key]) for key in HEADER_KEYS}
 
 
 def parse_sglang_timestamp(line):
@@ -113,7 +170,9 @@ def read_log_summary(path, tail_bytes=TAIL_BYTES):
     """Open ``path`` once and read its header and tail.
 
     Returns dict: ``inode``, ``device``, ``size``, ``mtime`` (epoch), ``header_line`` (text or None),
-    ``header`` (dict or None), ``header_error`` (text or None), ``offset`` (byte after the header line; 0 without a valid header),
+    ``header`` (dict or None), ``header_error`` (text or None), ``header_malformed`` (True when the first line claims
+    to be the launcher's header but breaks its format: a failure, not a file without a header), ``header_error_key``
+    (the header key at fault, or None), ``offset`` (byte after the header line; 0 without a valid header),
     ``last_timestamp``, ``last_line``. Identity and size come from fstat of the same open file.
     """
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
@@ -124,13 +183,15 @@ def read_log_summary(path, tail_bytes=TAIL_BYTES):
         header_line, offset = split_header(first)
         header = None
         header_error = None
+        header_malformed = False
+        header_error_key = None
         if header_line is None:
             header_error = "no complete first line in the first %d bytes" % HEADER_MAX_BYTES
         else:
             try:
                 header = parse_header_line(header_line)
             except HeaderError as exc:
-                header_error = str(exc)
+                header_error, header_malformed, header_error_key = str(exc), exc.malformed, exc.key
                 # Not a header: the first line is output like any other.
                 offset = 0
         tail_start = max(offset, size - tail_bytes)
@@ -147,6 +208,8 @@ def read_log_summary(path, tail_bytes=TAIL_BYTES):
         "header_line": header_line,
         "header": header,
         "header_error": header_error,
+        "header_malformed": header_malformed,
+        "header_error_key": header_error_key,
         "offset": offset,
         "last_timestamp": found,
         "last_line": line[:500] if line is not None else None,

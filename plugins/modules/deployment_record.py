@@ -58,6 +58,12 @@ options:
     description: How many archived deployments to keep per instance. The current and the previous one are always kept.
     type: int
     default: 5
+  lock_timeout:
+    description:
+      - How many seconds to wait for another run that records or restores a deployment of the same instance (they
+        hold a lock in the instance's state directory), before failing with a message that names its PID.
+    type: int
+    default: 60
 extends_documentation_fragment:
   - llmops.serving.attributes
 attributes:
@@ -71,6 +77,15 @@ attributes:
 notes:
   - The record is written atomically (temporary file and rename) after the archive, so a crash never leaves a record
     that points at files that were not archived.
+  - One run at a time per instance, this module and M(llmops.serving.deployment_restore) alike; they hold an flock on
+    C(<state_dir>/<instance>/deployment.lock) from reading the record until the last write (shared in check mode).
+  - A C(deployment.json) that is not a record (not JSON, not an object, a field of the wrong type) is never replaced in
+    silence, because it holds the rollback history; the run moves it aside to C(deployment.json.corrupt-<UTC time>) and
+    fails, listing the archived deployments. Running again records the current deployment with no previous one; an
+    archived deployment can then still be restored by its ID. Anything but a regular file at that path (a directory, a
+    symlink) fails naming what it is, and is left alone.
+  - An archive is written into C(<id>.partial) and renamed into place when complete; the staging directories that an
+    interrupted run left are removed by the next run that writes (under the lock, so never one a run is still writing).
 seealso:
   - module: llmops.serving.deployment_restore
   - module: llmops.serving.service_provenance
@@ -140,6 +155,14 @@ pruned:
   type: list
   elements: str
   sample: [9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b]
+pruned_partial:
+  description:
+    - Staging directories of archive writes that an interrupted run left (C(<id>.partial)) and this run removed.
+    - Returned only when the module wrote the record (a change, outside check mode).
+  returned: changed and not check mode
+  type: list
+  elements: str
+  sample: [3f1c9c2e5b0f4a8f0b8de7c8e4a3f1d2c9b1e0a7d6c5b4a3f2e1d0c9b8a7f6e5.partial]
 """
 
 import json
@@ -148,12 +171,14 @@ import shutil
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils import deployment_state
 from ansible_collections.llmops.serving.plugins.module_utils.atomic_file import atomic_write, read_bytes
 from ansible_collections.llmops.serving.plugins.module_utils.deployment_archive import archives_to_prune
 from ansible_collections.llmops.serving.plugins.module_utils.deployment_id import compute_deployment_id
 from ansible_collections.llmops.serving.plugins.module_utils.deployment_layout import (
     DEFAULT_STATE_DIR,
     MANIFEST_NAME,
+    PARTIAL_SUFFIX,
     archive_dir_for,
     deployment_env_text,
     manifest_entries,
@@ -165,28 +190,18 @@ from ansible_collections.llmops.serving.plugins.module_utils.deployment_layout i
 )
 
 
-def _load_record(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except FileNotFoundError:
-        return None
-    except ValueError:
-        # A corrupt record must not block a deployment; it is replaced and the previous ID is lost.
-        return None
-
-
 def _read_text(path):
+    """The text of path, or None when there is none to compare (missing, not a regular file, not UTF-8)."""
     try:
         with open(path, encoding="utf-8") as handle:
             return handle.read()
-    except FileNotFoundError:
+    except (OSError, UnicodeDecodeError):
         return None
 
 
 def _archive(archive_dir, entries, record):
     """Copy the deployment's files into archive_dir with their manifest, replacing the directory whole."""
-    staging = archive_dir + ".partial"
+    staging = archive_dir + PARTIAL_SUFFIX
     shutil.rmtree(staging, ignore_errors=True)
     os.makedirs(staging, mode=0o700)
     for entry in entries:
@@ -201,7 +216,7 @@ def _archive(archive_dir, entries, record):
 
 def _prune(archive_root, keep, protected):
     try:
-        archives = {e.name: e for e in os.scandir(archive_root) if e.is_dir() and not e.name.endswith(".partial")}
+        archives = {e.name: e for e in os.scandir(archive_root) if e.is_dir() and not e.name.endswith(PARTIAL_SUFFIX)}
     except FileNotFoundError:
         return []
     removed = archives_to_prune([(name, e.stat().st_mtime) for name, e in archives.items()], keep, protected)
@@ -220,6 +235,7 @@ def main():
             state_dir=dict(type="path", default=DEFAULT_STATE_DIR),
             env_file=dict(type="path"),
             keep=dict(type="int", default=5),
+            lock_timeout=dict(type="int", default=deployment_state.DEFAULT_LOCK_TIMEOUT),
         ),
         supports_check_mode=True,
     )
@@ -229,15 +245,28 @@ def main():
         paths = record_paths(instance, params["state_dir"], params["env_file"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
-    record_path, env_path = paths["record_path"], paths["deployment_env"]
     try:
         json.dumps(params["inputs"], sort_keys=True)
     except (TypeError, ValueError) as exc:
         module.fail_json(msg=f"inputs must be serialisable as JSON: {exc}")
+    try:
+        with deployment_state.instance_lock(paths, params["lock_timeout"], module.check_mode):
+            record_deployment(module, paths)
+    except deployment_state.StateError as exc:
+        module.fail_json(msg=str(exc), record_path=paths["record_path"], env_file=paths["deployment_env"])
 
-    previous = _load_record(record_path)
-    result = dict(changed=False, record_path=record_path, env_file=env_path,
-                  previous_deployment_id=(previous or {}).get("deployment_id"))
+
+def record_deployment(module, paths):
+    """Everything between reading the record and writing it, under the instance's lock; exits the module."""
+    params = module.params
+    instance = params["instance"]
+    record_path, env_path = paths["record_path"], paths["deployment_env"]
+    result = dict(changed=False, record_path=record_path, env_file=env_path)
+    try:
+        previous = deployment_state.load_record(record_path, paths["archive_root"], module.check_mode)
+    except deployment_state.StateError as exc:
+        module.fail_json(msg=str(exc), previous_deployment_id=None, **result)
+    result["previous_deployment_id"] = (previous or {}).get("deployment_id")
 
     missing = [p for p in params["files"] + params["env_files"] if not os.path.exists(p)]
     if missing:
@@ -271,6 +300,10 @@ def main():
 
     try:
         os.makedirs(paths["archive_root"], mode=0o700, exist_ok=True)
+        # Under the lock no other run is writing one: every staging directory is an interrupted run's.
+        result["pruned_partial"] = deployment_state.prune_partials(paths["archive_root"])
+        if result["pruned_partial"]:
+            module.warn("removed the unfinished archives of an interrupted run: " + ", ".join(result["pruned_partial"]))
         if not os.path.isdir(archive_dir) or record_changed:
             modes = {path: stat.S_IMODE(os.stat(path).st_mode) for path in params["files"]}
             _archive(archive_dir, manifest_entries(params["files"], params["env_files"], modes), record)

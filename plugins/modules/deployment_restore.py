@@ -40,6 +40,12 @@ options:
       - Restore this archived deployment instead of the one before the current.
       - The full 64-digit ID, as returned by M(llmops.serving.deployment_record) and listed under C(<state_dir>/<instance>/deployments/).
     type: str
+  lock_timeout:
+    description:
+      - How many seconds to wait for another run that records or restores a deployment of the same instance (they
+        hold a lock in the instance's state directory), before failing with a message that names its PID.
+    type: int
+    default: 60
 extends_documentation_fragment:
   - llmops.serving.attributes
 attributes:
@@ -59,6 +65,10 @@ notes:
   - Files of the current deployment that the restored deployment did not have are left in place.
   - Only the newest archives are kept (O(llmops.serving.deployment_record#module:keep), the role's
     C(sglang_service_deployment_history)); a pruned deployment cannot be restored.
+  - One run at a time per instance, this module and M(llmops.serving.deployment_record) alike (an flock on
+    C(<state_dir>/<instance>/deployment.lock), shared in check mode).
+  - A C(deployment.json) that is not a record is moved aside to C(deployment.json.corrupt-<UTC time>) and the run fails,
+    as in M(llmops.serving.deployment_record), because the deployment to restore cannot be known from it.
 seealso:
   - module: llmops.serving.deployment_record
 """
@@ -136,11 +146,11 @@ notes:
   sample: []
 """
 
-import json
 import os
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.serving.plugins.module_utils import deployment_state
 from ansible_collections.llmops.serving.plugins.module_utils.atomic_file import atomic_write, read_bytes
 from ansible_collections.llmops.serving.plugins.module_utils.deployment_archive import (
     ArchiveError,
@@ -174,19 +184,6 @@ def _on_disk(path):
     return read_bytes(path), stat.S_IMODE(st.st_mode)
 
 
-def _load_record(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            record = json.load(handle)
-    except FileNotFoundError:
-        return None
-    except ValueError as exc:
-        raise ArchiveError(f"the deployment record {path} is not JSON ({exc}); the deployment to restore is unknown") from None
-    if not isinstance(record, dict):
-        raise ArchiveError(f"the deployment record {path} is not a JSON object; the deployment to restore is unknown")
-    return record
-
-
 def _read_text(path):
     try:
         with open(path, encoding="utf-8") as handle:
@@ -202,20 +199,31 @@ def main():
             state_dir=dict(type="path", default=DEFAULT_STATE_DIR),
             env_file=dict(type="path"),
             deployment_id=dict(type="str"),
+            lock_timeout=dict(type="int", default=deployment_state.DEFAULT_LOCK_TIMEOUT),
         ),
         supports_check_mode=True,
     )
     params = module.params
-    instance = params["instance"]
     try:
-        paths = record_paths(instance, params["state_dir"], params["env_file"])
+        paths = record_paths(params["instance"], params["state_dir"], params["env_file"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
-    record_path, env_path = paths["record_path"], paths["deployment_env"]
-    result = dict(changed=False, record_path=record_path, env_file=env_path, restored_files=[], notes=[], rolled_back_from=None)
-
+    result = dict(changed=False, record_path=paths["record_path"], env_file=paths["deployment_env"], restored_files=[],
+                  notes=[], rolled_back_from=None)
     try:
-        current = _load_record(record_path)
+        with deployment_state.instance_lock(paths, params["lock_timeout"], module.check_mode, create=False):
+            restore(module, paths, result)
+    except deployment_state.StateError as exc:
+        module.fail_json(msg=str(exc), **result)
+
+
+def restore(module, paths, result):
+    """Everything between reading the record and writing it, under the instance's lock; exits the module."""
+    params = module.params
+    instance = params["instance"]
+    record_path, env_path = paths["record_path"], paths["deployment_env"]
+    try:
+        current = deployment_state.load_record(record_path, paths["archive_root"], module.check_mode)
         target_id = choose_restore_target(current, params["deployment_id"], record_path)
         archive_dir = archive_dir_for(params["state_dir"], instance, target_id)
         result.update(deployment_id=target_id, archive=archive_dir)
@@ -223,7 +231,7 @@ def main():
             raise ArchiveError(archive_missing_message(target_id, archive_dir))
         manifest_path = os.path.join(archive_dir, MANIFEST_NAME)
         manifest = parse_manifest(_read_text(manifest_path), target_id, manifest_path)
-    except (ArchiveError, ManifestError) as exc:
+    except (ArchiveError, ManifestError, deployment_state.StateError) as exc:
         module.fail_json(msg=str(exc), **result)
 
     try:

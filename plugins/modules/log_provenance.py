@@ -341,6 +341,11 @@ class LogProvenance(unit_check.UnitCheck):
     def check_header(self, expected_deployment):
         summary = self.summary
         header = summary["header"]
+        if header is None and summary.get("header_malformed"):
+            self.problems.append(
+                "the header of %s is malformed (%s): the launcher writes every key once in its own format, so something "
+                "else wrote or edited this file, and nothing ties it to an invocation." % (self.resolved, summary["header_error"]))
+            return
         if header is None:
             self.problems.append(
                 "the first line of %s is not an llmops-serving header (%s): the launcher did not create this file "

@@ -267,6 +267,12 @@ class ReadyWait:
                           self.unit_name, exc, os.path.dirname(self.log_path), self.unit_name))
         except OSError as exc:
             self.fail("%s: cannot read %s: %s." % (self.unit_name, self.log_path, exc.strerror or exc))
+        if (summary or {}).get("header_malformed"):
+            # The launcher writes the header before it points current.log at the file: a broken header is final.
+            log.close()
+            self.fail("%s: %s is not a log the launcher wrote: %s. Find out who wrote it, then restart %s for a fresh "
+                      "log." % (self.unit_name, log.path, summary.get("header_error"), self.unit_name),
+                      header_error_key=summary.get("header_error_key"))
         if ((summary or {}).get("header") or {}).get("invocation_id") != invocation:
             if log is not None:
                 log.close()

@@ -25,13 +25,15 @@ def test_the_statement_prints_the_keys_in_header_order_whatever_the_mapping_orde
 
 
 def test_what_the_statement_prints_is_what_log_header_parses():
-    script = log_header_printf(WORDS)
-    run = subprocess.run(["bash", "-c", script], env={"U": "sglang-q.service", "D": "d" * 64}, capture_output=True,
-                         text=True, timeout=30, check=True)
+    # The values as the launcher has them: the header's parser checks each key's form.
+    script = log_header_printf(dict(WORDS, invocation_id='"$I"', started_at='"$T"'))
+    run = subprocess.run(["bash", "-c", script], env={"U": "sglang-q.service", "D": "d" * 64, "I": "6f1c3e0b9a8d4c2e8f7a6b5c4d3e2f10",
+                                                      "T": "2026-11-29T19:45:01Z"},
+                         capture_output=True, text=True, timeout=30, check=True)
     assert run.stdout.endswith("\n") and run.stdout.count("\n") == 1
     assert log_header.parse_header_line(run.stdout) == {
-        "instance": "q", "deployment_id": "d" * 64, "invocation_id": "inv", "pid": 42, "started_at": "now",
-        "unit": "sglang-q.service"}
+        "instance": "q", "deployment_id": "d" * 64, "invocation_id": "6f1c3e0b9a8d4c2e8f7a6b5c4d3e2f10", "pid": 42,
+        "started_at": "2026-11-29T19:45:01Z", "unit": "sglang-q.service"}
 
 
 @pytest.mark.parametrize("words, why", [

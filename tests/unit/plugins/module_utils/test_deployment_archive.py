@@ -52,7 +52,7 @@ def test_the_first_deployment_has_nothing_to_roll_back_to():
         choose_restore_target(record(A))
 
 
-@pytest.mark.parametrize("bad", ["../../etc", "A" * 64, "a" * 63, ""])
+@pytest.mark.parametrize("bad", ["../../etc", "A" * 64, "a" * 63, "", "a" * 64 + "\n"])
 def test_a_requested_id_that_is_not_an_id_is_refused_before_it_reaches_a_path(bad):
     with pytest.raises(ArchiveError, match="is not a deployment ID"):
         choose_restore_target(record(B, previous=A), requested_id=bad)

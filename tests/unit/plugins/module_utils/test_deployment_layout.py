@@ -68,6 +68,7 @@ def test_the_modules_paths_put_deployment_env_where_their_option_says():
     paths = layout.record_paths("q", "/s")
     assert (paths["record_path"], paths["deployment_env"]) == ("/s/q/deployment.json", "/etc/llmops-serving/q/deployment.env")
     assert layout.record_paths("q", "/s", "/e/deployment.env")["deployment_env"] == "/e/deployment.env"
+    assert paths["lock_path"] == "/s/q/deployment.lock"
 
 
 @pytest.mark.parametrize("name, ok", [
@@ -147,6 +148,42 @@ def test_restored_record_chains_back_to_the_deployment_it_replaces():
 def test_restoring_the_deployment_the_record_names_keeps_the_record():
     current = layout.build_record("qwen36", A, T, B, {}, "/s/qwen36/deployments/" + A, rolled_back_from=B)
     assert restored_record(current, "qwen36", A, "2026-11-30T00:00:00Z", {}, "/s/qwen36/deployments/" + A) is current
+
+
+def test_a_written_record_parses_back_as_written():
+    for record in (layout.build_record("q", A, T, None, {"x": 1}, "/s/q/deployments/" + A),
+                   layout.build_record("q", A, T, B, {}, "/arch", rolled_back_from=B)):
+        assert layout.parse_record(layout.record_text(record)) == record
+        assert layout.parse_record(layout.record_text(record).encode()) == record
+    assert layout.parse_record('{"deployment_id": "%s"}' % A) == {"deployment_id": A}
+
+
+@pytest.mark.parametrize("text, why", [
+    ('{"deployment_id": "%s", "deployed_at": "%s"' % (A, T), "is not JSON (Expecting"),
+    ("", "is not JSON ("),
+    (b"\xff\xfe\x00", "is not JSON ("),
+    ("[]", "is a list, not an object"),
+    ("null", "is null, not an object"),
+    ("true", "is a boolean, not an object"),
+    ("{}", "is not a record: its deployment_id is null, not a deployment ID (64 lowercase hexadecimal digits)"),
+    ('{"deployment_id": "%s"}' % A.upper(), "its deployment_id is '%s', not a deployment ID" % A.upper()),
+    ('{"deployment_id": "%s\\n"}' % A, "its deployment_id is '%s\\n', not a deployment ID" % A),
+    ('{"deployment_id": ["%s"]}' % A, "its deployment_id is a list, not a deployment ID"),
+    ('{"deployment_id": "%s", "previous_deployment_id": 7}' % A, "its previous_deployment_id is a number, not a deployment ID"),
+    ('{"deployment_id": "%s", "rolled_back_from": "../x"}' % A, "its rolled_back_from is '../x', not a deployment ID"),
+    ('{"deployment_id": "%s", "inputs": []}' % A, "its inputs are a list, not an object"),
+    ('{"deployment_id": "%s", "archive": {}}' % A, "its archive is an object, not text"),
+    ('{"deployment_id": "%s", "instance": 1}' % A, "its instance is a number, not text"),
+])
+def test_a_record_that_is_not_one_is_refused_naming_what_was_found(text, why):
+    with pytest.raises(layout.RecordError, match="the deployment record /s/q/deployment.json ") as info:
+        layout.parse_record(text, "/s/q/deployment.json")
+    assert why in str(info.value)
+
+
+@pytest.mark.parametrize("text, ok", [(A, True), (A.upper(), False), (A + "\n", False), (A[:-1], False), ("g" * 64, False)])
+def test_a_deployment_id_is_64_lowercase_hex_digits_whole(text, ok):
+    assert bool(layout.DEPLOYMENT_ID_RE.match(text)) is ok
 
 
 def test_record_text_is_sorted_indented_json_with_a_final_newline():

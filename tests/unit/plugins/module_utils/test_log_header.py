@@ -11,6 +11,7 @@ import os
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import log_header
+from ansible_collections.llmops.serving.plugins.module_utils.deployment_layout import HEADER_KEYS
 
 HEADER = ("# llmops-serving instance=qwen36 deployment_id=" + "3f" * 32 + " invocation_id=6f1c3e0b9a8d4c2e8f7a6b5c4d3e2f10"
           " pid=4711 started_at=2026-11-29T19:45:01Z unit=sglang-qwen36.service")
@@ -33,23 +34,73 @@ def test_parse_header_line():
         "started_at": "2026-11-29T19:45:01Z", "unit": "sglang-qwen36.service"}
 
 
-def test_parse_header_line_keeps_unknown_keys_in_any_order():
-    header = log_header.parse_header_line(
-        "# llmops-serving unit=u.service pid=1 format=2 started_at=x invocation_id=i deployment_id=d instance=q\r\n")
-    assert (header["format"], header["pid"], header["unit"]) == ("2", 1, "u.service")
+def test_parse_header_line_takes_the_keys_in_any_order_and_returns_them_in_header_order():
+    tokens = HEADER.split(" ")[2:]
+    line = "# llmops-serving " + " ".join(reversed(tokens))
+    header = log_header.parse_header_line(line)
+    assert list(header) == list(HEADER_KEYS) and header == log_header.parse_header_line(HEADER)
 
 
 @pytest.mark.parametrize("line, reason", [
     ("[2026-04-08 14:05:21 TP0] Decode batch", "does not start with"),
     ("# llmops-servingX instance=a", "does not start with"),
-    (HEADER.replace(" pid=4711", ""), "lacks pid"),
-    (HEADER.replace("pid=4711", "pid=47x1"), "not a number"),
-    (HEADER.replace("instance=qwen36", "instance="), "lacks instance"),
-    (HEADER + " stray", "not key=value"),
+    ("", "does not start with"),
 ])
-def test_parse_header_line_refuses(line, reason):
-    with pytest.raises(log_header.HeaderError, match=reason):
+def test_a_line_that_is_no_header_is_refused_as_not_one(line, reason):
+    with pytest.raises(log_header.HeaderError, match=reason) as info:
         log_header.parse_header_line(line)
+    assert not info.value.malformed and info.value.key is None
+
+
+def with_value(key, value):
+    """HEADER with the value of ``key`` replaced."""
+    return " ".join("%s=%s" % (key, value) if token.startswith(key + "=") else token for token in HEADER.split(" "))
+
+
+@pytest.mark.parametrize("line, key, reason", [
+    # The PID: ASCII decimal digits, no sign, no leading zero, at most the kernel's PID_MAX_LIMIT. int() accepts
+    # most of these (Arabic-Indic and fullwidth digits, signs, spaces, underscores): the header must not.
+    (with_value("pid", "12a"), "pid", r"pid=12a is not a process ID"),
+    (with_value("pid", "-1"), "pid", r"pid=-1 is not a process ID"),
+    (with_value("pid", "+7"), "pid", r"pid=\+7 is not a process ID"),
+    (with_value("pid", "0"), "pid", r"pid=0 is not a process ID"),
+    (with_value("pid", "007"), "pid", r"pid=007 is not a process ID"),
+    (with_value("pid", "\u0663"), "pid", r"pid=\\u0663 is not a process ID"),
+    (with_value("pid", "\uff17"), "pid", r"pid=\\uff17 is not a process ID"),
+    (with_value("pid", "4_711"), "pid", "is not a process ID"),
+    (with_value("pid", "4194305"), "pid", "pid=4194305 is not a process ID"),
+    (with_value("pid", "99999999999999999999"), "pid", "is not a process ID"),
+    (with_value("pid", ""), "pid", "pid= is not a process ID"),
+    # The IDs: systemd's invocation ID and the deployment's SHA-256, lowercase hex of their length.
+    (with_value("invocation_id", "6F1C3E0B9A8D4C2E8F7A6B5C4D3E2F10"), "invocation_id", "not a systemd invocation ID"),
+    (with_value("invocation_id", "6f1c3e0b"), "invocation_id", "not a systemd invocation ID"),
+    (with_value("invocation_id", "6f1c3e0b-9a8d-4c2e-8f7a-6b5c4d3e2f10"), "invocation_id", "not a systemd invocation ID"),
+    (with_value("deployment_id", "3f" * 31), "deployment_id", "not a deployment ID"),
+    (with_value("deployment_id", "3g" * 32), "deployment_id", "not a deployment ID"),
+    # The start: `date -u +%Y-%m-%dT%H:%M:%SZ`, a real time in UTC.
+    (with_value("started_at", "2026-11-29T19:45:01+01:00"), "started_at", "not a UTC time"),
+    (with_value("started_at", "2026-11-29 19:45:01Z"), None, "token '19:45:01Z' is not key=value"),
+    (with_value("started_at", "2026-13-29T19:45:01Z"), "started_at", "not a valid time"),
+    (with_value("started_at", "\u0662\u0660\u0662\u0666-11-29T19:45:01Z"), "started_at", "not a UTC time"),
+    # Names: printable ASCII (a control character would let a header forge more than it says).
+    (with_value("unit", "sglang-q.service\r"), "unit", r"unit=sglang-q.service\\r is not a unit name"),
+    (with_value("instance", "q\x1b[2J"), "instance", "is not a name"),
+    (with_value("instance", ""), "instance", "instance= is not a name"),
+    # Each key of the header exactly once, and no other: a second value would silently win otherwise.
+    (HEADER + " pid=4712", "pid", "key pid appears more than once"),
+    (HEADER.replace(" unit=", " instance=evil unit="), "instance", "key instance appears more than once"),
+    (HEADER + " format=2", "format", "unknown key 'format'"),
+    (HEADER.replace(" pid=4711", ""), "pid", "it lacks pid"),
+    (HEADER.replace(" pid=4711", " pid"), None, "token 'pid' is not key=value"),
+    (HEADER + " stray", None, "token 'stray' is not key=value"),
+    (HEADER.replace(" pid=", "  pid="), None, "more than one space"),
+    (HEADER + " ", None, "more than one space, or the line ends with one"),
+])
+def test_a_header_that_breaks_the_format_is_malformed_naming_the_key(line, key, reason):
+    with pytest.raises(log_header.HeaderError, match=reason) as info:
+        log_header.parse_header_line(line)
+    assert info.value.malformed and info.value.key == key
+    assert str(info.value).startswith("malformed llmops-serving header: ")
 
 
 @pytest.mark.parametrize("line, expected", [
@@ -118,8 +169,23 @@ def test_read_log_summary_without_header(tmp_path):
     summary = log_header.read_log_summary(str(path))
     assert (summary["header"], summary["offset"]) == (None, 0)
     assert "does not start with" in summary["header_error"]
+    assert (summary["header_malformed"], summary["header_error_key"]) == (False, None)
     # The first line is not a header, so it is output too: the tail still sees it.
     assert summary["last_timestamp"] == "2026-04-08T14:05:21"
+
+
+def test_read_log_summary_says_a_malformed_header_is_malformed_and_names_the_key(tmp_path):
+    path = tmp_path / "run.log"
+    write_log(path, [DECODE_TP0], header=with_value("pid", "\u0663"))
+    summary = log_header.read_log_summary(str(path))
+    assert summary["header"] is None and summary["offset"] == 0
+    assert (summary["header_malformed"], summary["header_error_key"]) == (True, "pid")
+    assert summary["header_error"] == ("malformed llmops-serving header: pid=\\u0663 is not a process ID (ASCII decimal digits, "
+                                       "no sign or leading zero, 1 to 4194304)")
+    valid = tmp_path / "valid.log"
+    write_log(valid, [DECODE_TP0])
+    summary = log_header.read_log_summary(str(valid))
+    assert (summary["header_malformed"], summary["header_error_key"], summary["header_error"]) == (False, None, None)
 
 
 def test_read_log_summary_drops_a_partial_line_at_the_tail_start(tmp_path):

@@ -2,11 +2,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import stat
 
 import pytest
+from ansible.module_utils import basic
 
 from ansible_collections.llmops.serving.plugins.modules import deployment_record
+from ansible_collections.llmops.serving.tests.unit.lock_holder import hold_lock, release
 from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
 
 
@@ -108,3 +112,158 @@ def test_the_manifest_carries_the_records_id_and_inputs_for_a_restore(deployment
     assert manifest["deployment_id"] == result["deployment_id"]
     assert manifest["inputs"] == args["inputs"] == result["record"]["inputs"]
     assert [entry["path"] for entry in manifest["files"]] == args["files"] + args["env_files"]
+
+
+# -- a record that is not one, interrupted runs, two runs at once (issue #12) ---------------------------------------
+
+
+def record_file(tmp_path):
+    return tmp_path / "state" / "qwen36" / "deployment.json"
+
+
+def corrupt_copies(tmp_path):
+    return sorted(record_file(tmp_path).parent.glob("deployment.json.corrupt-*"))
+
+
+def two_deployments(deployment):
+    """Record deployment A, then B (a changed unit); their IDs."""
+    args, unit = deployment[0], deployment[1]
+    first = run_module(deployment_record.main, args)[0]["deployment_id"]
+    unit.write_text("[Service]\nExecStart=/b\n")
+    second = run_module(deployment_record.main, args)[0]["deployment_id"]
+    return first, second
+
+
+def test_a_truncated_record_is_set_aside_and_the_run_fails_saying_what_was_lost(deployment, tmp_path):
+    args = deployment[0]
+    first, second = two_deployments(deployment)
+    path = record_file(tmp_path)
+    truncated = path.read_bytes()[:40]
+    path.write_bytes(truncated)
+
+    result, failed = run_module(deployment_record.main, args)
+    assert failed, "a corrupt record must not be replaced in silence: it holds the previous deployment ID"
+    (aside,) = corrupt_copies(tmp_path)
+    assert aside.read_bytes() == truncated and not path.exists()
+    assert re.fullmatch(r"deployment\.json\.corrupt-\d{8}T\d{6}Z", aside.name)
+    msg = result["msg"]
+    assert msg.startswith(f"the deployment record {path} is not JSON (")
+    assert f"moved aside to {aside}" in msg and "rollback history" in msg
+    # The archive's deployments, newest first, so the operator can still restore one by its ID.
+    assert msg.index(second) < msg.index(first)
+    assert "run the deployment again" in msg and "sglang_service_rollback_to" in msg
+
+    # What the message promises: running again records the current deployment afresh, with no previous one.
+    again, failed = run_module(deployment_record.main, args)
+    assert not failed and again["changed"]
+    assert again["deployment_id"] == second and again["record"]["previous_deployment_id"] is None
+    assert corrupt_copies(tmp_path) == [aside]
+
+
+@pytest.mark.parametrize("text, found", [
+    ("[]", "is a list, not an object"),
+    ('"deployment"', "is a string, not an object"),
+    ("null", "is null, not an object"),
+    ("5", "is a number, not an object"),
+    ('{"deployment_id": 5}', "is not a record: its deployment_id is a number, not a deployment ID"),
+    ('{"previous_deployment_id": null}', "is not a record: its deployment_id is null, not a deployment ID"),
+    ('{"deployment_id": "%s", "previous_deployment_id": ["x"]}' % ("a" * 64), "its previous_deployment_id is a list"),
+    ('{"deployment_id": "%s", "inputs": "x"}' % ("a" * 64), "its inputs are a string, not an object"),
+    ('{"deployment_id": "%s\\n"}' % ("a" * 64), "its deployment_id is '%s\\n', not a deployment ID" % ("a" * 64)),
+    (b"\xff\xfe{", "is not JSON"),
+])
+def test_a_record_of_the_wrong_type_fails_cleanly_naming_what_was_found(deployment, tmp_path, text, found):
+    args = deployment[0]
+    run_module(deployment_record.main, args)
+    path = record_file(tmp_path)
+    data = text if isinstance(text, bytes) else text.encode()
+    path.write_bytes(data)
+    result, failed = run_module(deployment_record.main, args)
+    assert failed and result["msg"].startswith(f"the deployment record {path} ")
+    assert found in result["msg"] and "moved aside to" in result["msg"]
+    (aside,) = corrupt_copies(tmp_path)
+    assert aside.read_bytes() == data
+
+
+def test_check_mode_reports_a_corrupt_record_and_moves_nothing(deployment, tmp_path):
+    args = deployment[0]
+    run_module(deployment_record.main, args)
+    path = record_file(tmp_path)
+    path.write_text("{")
+    result, failed = run_module(deployment_record.main, args, check_mode=True)
+    assert failed and "is not JSON" in result["msg"]
+    assert f"a real run moves it aside to {path}.corrupt-<UTC time>" in result["msg"]
+    assert path.read_text() == "{" and corrupt_copies(tmp_path) == []
+
+
+@pytest.mark.parametrize("make, found", [
+    (lambda path: path.mkdir(), "a directory"),
+    (lambda path: path.symlink_to(path.parent / "elsewhere.json"), "a symbolic link"),
+])
+def test_something_else_than_a_file_at_the_record_path_fails_naming_it_and_is_left_alone(deployment, tmp_path, make, found):
+    args = deployment[0]
+    path = record_file(tmp_path)
+    path.parent.mkdir(parents=True)
+    (path.parent / "elsewhere.json").write_text(json.dumps({"deployment_id": "a" * 64}))
+    make(path)
+    result, failed = run_module(deployment_record.main, args)
+    assert failed
+    assert result["msg"] == f"{path} is {found}, not a deployment record (a regular file): move it out of the way, then run again"
+    assert os.path.lexists(path) and corrupt_copies(tmp_path) == []
+    assert not (tmp_path / "etc" / "deployment.env").exists()
+
+
+def test_the_staging_directories_of_an_interrupted_run_are_removed_by_the_next_run(deployment, tmp_path, monkeypatch):
+    args, unit = deployment[0], deployment[1]
+    run_module(deployment_record.main, args)
+    unit.write_text("[Service]\nExecStart=/b\n")
+    real_copy = shutil.copyfile
+    copies = []
+
+    def copy_then_crash(src, dst):
+        copies.append(src)
+        if len(copies) == 2:
+            raise OSError(28, "No space left on device")
+        return real_copy(src, dst)
+
+    warnings = []
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, message: warnings.append(message))
+    monkeypatch.setattr(deployment_record.shutil, "copyfile", copy_then_crash)
+    result, failed = run_module(deployment_record.main, args)
+    assert failed and "No space left on device" in result["msg"]
+    archive_root = tmp_path / "state" / "qwen36" / "deployments"
+    interrupted = result["deployment_id"] + ".partial"
+    assert interrupted in os.listdir(archive_root)
+    monkeypatch.setattr(deployment_record.shutil, "copyfile", real_copy)
+    assert warnings == []
+
+    # A staging directory of an even older crash, under another ID.
+    older = archive_root / ("c" * 64 + ".partial")
+    older.mkdir()
+    (older / "00-sglang-qwen36.service").write_text("half")
+    result, failed = run_module(deployment_record.main, args)
+    assert not failed and result["changed"]
+    assert result["pruned_partial"] == sorted([interrupted, older.name])
+    assert [name for name in os.listdir(archive_root) if name.endswith(".partial")] == []
+    assert warnings == ["removed the unfinished archives of an interrupted run: " + ", ".join(result["pruned_partial"])]
+
+
+def test_a_run_waits_for_another_one_and_fails_naming_its_pid_when_the_wait_is_over(deployment, tmp_path):
+    args = deployment[0]
+    run_module(deployment_record.main, args)
+    before = record_file(tmp_path).read_bytes()
+    lock = tmp_path / "state" / "qwen36" / "deployment.lock"
+    holder = hold_lock(lock)
+    try:
+        deployment[1].write_text("[Service]\nExecStart=/b\n")
+        result, failed = run_module(deployment_record.main, dict(args, lock_timeout=1))
+        assert failed
+        assert result["msg"] == (
+            f"another run is recording or restoring a deployment of instance qwen36: {lock} is locked by another run "
+            f"(PID {holder.pid}), still after 1 s. Two runs at once would interleave their writes to the record and the "
+            "archive; let the other run finish (or raise lock_timeout), then run again.")
+        assert record_file(tmp_path).read_bytes() == before
+    finally:
+        release(holder)
+    result, failed = run_module(deployment_record.main, dict(args, lock_timeout=1))
+    assert not failed and result["changed"]

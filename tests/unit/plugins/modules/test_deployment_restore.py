@@ -8,6 +8,7 @@ import stat
 import pytest
 
 from ansible_collections.llmops.serving.plugins.modules import deployment_record, deployment_restore
+from ansible_collections.llmops.serving.tests.unit.lock_holder import hold_lock, release
 from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
 
 SECRET_A = "SGLANG_API_KEY=topsecret-a\n"
@@ -69,10 +70,13 @@ class Fleet:
         return result["deployment_id"]
 
     def snapshot(self):
-        """Every file under tmp_path with its content and mode, to prove that nothing was written."""
+        """Every file under tmp_path with its content and mode, to prove that nothing was written. The lock file is
+        left out: a run that writes takes it (and writes its PID into it) before it knows whether it will write."""
         found = {}
         for root, _dirs, names in os.walk(self.tmp_path):
             for name in names:
+                if name == "deployment.lock":
+                    continue
                 path = os.path.join(root, name)
                 found[path] = (open(path, "rb").read(), stat.S_IMODE(os.stat(path).st_mode), os.stat(path).st_mtime_ns)
         return found
@@ -272,3 +276,72 @@ def test_rejects_a_deployment_id_that_is_not_one(fleet):
     fleet.deploy_b()
     result, failed = run_module(deployment_restore.main, fleet.restore_args(deployment_id="../../../etc"))
     assert failed and "is not a deployment ID" in result["msg"]
+
+
+# -- a record that is not one, two runs at once (issue #12) ---------------------------------------------------------
+
+
+def test_a_corrupt_record_is_set_aside_and_the_restore_fails_saying_how_to_go_on(fleet):
+    id_a = fleet.deploy_a()
+    id_b = fleet.deploy_b()
+    files_b = fleet.files()
+    fleet.record_path.write_text('{"deployment_id": "%s", "previous_deployment_id": "%s"' % (id_b, id_a))
+    result, failed = run_module(deployment_restore.main, fleet.restore_args())
+    assert failed
+    (aside,) = fleet.record_path.parent.glob("deployment.json.corrupt-*")
+    assert not fleet.record_path.exists()
+    assert result["msg"].startswith(f"the deployment record {fleet.record_path} is not JSON (")
+    assert f"moved aside to {aside}" in result["msg"] and id_a in result["msg"] and id_b in result["msg"]
+    assert fleet.files() == files_b, "nothing is restored on a guess"
+
+    # The way on that the message names: record the current deployment afresh, then restore by ID.
+    rerun, failed = run_module(deployment_record.main, fleet.record_args("r2"))
+    assert not failed and rerun["deployment_id"] == id_b and rerun["record"]["previous_deployment_id"] is None
+    result, failed = run_module(deployment_restore.main, fleet.restore_args(deployment_id=id_a))
+    assert not failed and result["deployment_id"] == id_a and result["rolled_back_from"] == id_b
+
+
+@pytest.mark.parametrize("text, found", [
+    ("[1, 2]", "is a list, not an object"),
+    ('{"deployment_id": null}', "its deployment_id is null, not a deployment ID"),
+])
+def test_a_record_of_the_wrong_type_fails_cleanly(fleet, text, found):
+    fleet.deploy_a()
+    fleet.deploy_b()
+    fleet.record_path.write_text(text)
+    result, failed = run_module(deployment_restore.main, fleet.restore_args())
+    assert failed and found in result["msg"] and "moved aside to" in result["msg"]
+
+
+def test_a_directory_at_the_record_path_fails_naming_it(fleet):
+    fleet.deploy_a()
+    fleet.record_path.unlink()
+    fleet.record_path.mkdir()
+    result, failed = run_module(deployment_restore.main, fleet.restore_args())
+    assert failed and result["msg"].startswith(f"{fleet.record_path} is a directory, not a deployment record")
+    assert fleet.record_path.is_dir()
+
+
+def test_a_restore_waits_for_a_run_in_progress_and_fails_naming_its_pid(fleet):
+    fleet.deploy_a()
+    fleet.deploy_b()
+    before = fleet.snapshot()
+    lock = fleet.state_dir / "qwen36" / "deployment.lock"
+    holder = hold_lock(lock)
+    try:
+        result, failed = run_module(deployment_restore.main, fleet.restore_args(lock_timeout=1))
+        assert failed and f"{lock} is locked by another run (PID {holder.pid}), still after 1 s" in result["msg"]
+        assert fleet.snapshot() == before
+        # Check mode reads only: it waits for a writer as well.
+        result, failed = run_module(deployment_restore.main, fleet.restore_args(lock_timeout=0), check_mode=True)
+        assert failed and "is locked by another run" in result["msg"]
+    finally:
+        release(holder)
+    result, failed = run_module(deployment_restore.main, fleet.restore_args(lock_timeout=1))
+    assert not failed and result["changed"]
+
+
+def test_without_a_state_directory_a_restore_creates_nothing(fleet):
+    result, failed = run_module(deployment_restore.main, fleet.restore_args())
+    assert failed and "no deployment record" in result["msg"]
+    assert not fleet.state_dir.exists()

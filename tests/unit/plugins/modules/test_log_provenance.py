@@ -184,6 +184,16 @@ def test_header_pid_is_not_main_pid(target):
     assert result["msg"].startswith("the header of %s names PID 4700, but sglang-qwen36.service's MainPID is 4711" % target.current)
 
 
+def test_a_malformed_header_is_named_as_such_not_as_a_file_made_by_hand(target):
+    # Two pid keys: the launcher writes each key once, so something else wrote this line.
+    target.current = target.write_log(os.path.basename(target.current), header().replace(" unit=", " pid=4711 unit="), [DECODE_TP0])
+    target.server()
+    result, failed = target.run()
+    assert failed
+    assert result["msg"].startswith("the header of %s is malformed (" % target.current)
+    assert "pid" in result["msg"] and "re-created by hand" not in result["msg"]
+
+
 def test_header_of_another_deployment_and_unit(target):
     target.current = target.write_log(os.path.basename(target.current), header(deployment="aa" * 32, unit="other.service"), [])
     target.server()

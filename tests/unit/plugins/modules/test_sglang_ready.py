@@ -245,3 +245,23 @@ def test_quoted_log_lines_show_no_api_key(tmp_path, health):
     assert server_args[:400] in result["msg"] and "--api-key ********" in result["msg"]
     text = json.dumps(result)
     assert "sk-llmops-test-0f3a9c2e" not in text and "adm-llmops-test-7b1d" not in text
+
+
+@pytest.mark.parametrize("bad_field, key", [
+    ("pid=12a", "pid"),
+    ("pid=\u0663", "pid"),
+    ("pid=4242 pid=4343", "pid"),
+])
+def test_a_malformed_header_fails_at_once_naming_the_key(tmp_path, health, bad_field, key):
+    # The launcher writes its header before it points current.log at the file, so a broken one never gets better:
+    # waiting out the timeout for "the launcher to switch" would hide who wrote the file.
+    log = tmp_path / RUN_LOG
+    log.write_text(header().replace("pid=4242", bad_field) + f"[{stamp()}] {READY}\n", encoding="utf-8")
+    (tmp_path / "current.log").symlink_to(log.name)
+    started = time.monotonic()
+    result, failed, _calls = run({"name": "sglang-q", "log_path": str(tmp_path), "url": health, "timeout": 30,
+                                  "poll_interval": 0.1}, [("active", "running")])
+    assert failed and not result["ready"]
+    assert time.monotonic() - started < 10
+    assert "is not a log the launcher wrote" in result["msg"] and "malformed" in result["msg"]
+    assert result["header_error_key"] == key
