@@ -11,22 +11,34 @@ short_description: Quote an argv list for a systemd ExecStart= line
 version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
-  - Joins argv words into one C(ExecStart=) value that systemd splits back into exactly the same words.
+  - Joins argv words into one C(ExecStart=) value that systemd splits back into exactly the same words
+    (systemd.service(5), COMMAND LINES; quoting as in systemd.syntax(7)).
   - Words made only of safe characters stay bare; others are double-quoted with C-style escapes.
   - C(%) becomes C(%%) so systemd does not expand specifiers, and C($) becomes C($$) so it does not expand variables.
+  - Refuses control characters and other characters systemd cannot carry (newline, carriage return, NUL, DEL, C1
+    controls, Unicode noncharacters, line separators) with a message that names the variable and the position, never
+    the value; and a program (first word) that is empty, starts with one of systemd's prefixes (C(@), C(-), C(:), C(+), C(!)) or
+    contains C($).
+  - The escaping layer is module_utils C(systemd_syntax), shared with M(llmops.serving.deployment_record) and the filters
+    P(llmops.serving.systemd_environment#filter), P(llmops.serving.systemd_env_file#filter) and
+    P(llmops.serving.systemd_unit_value#filter).
 options:
   _input:
-    description: The argv words.
+    description: The argv words, the program first.
     type: list
     elements: str
     required: true
+  name:
+    description: What the words are, for error messages (for example the variable they come from).
+    type: str
+    default: the command line
 """
 
 EXAMPLES = r"""
 - name: Render a unit line
   ansible.builtin.debug:
-    msg: "ExecStart={{ ['/usr/bin/env', 'A=b c', '100%'] | llmops.serving.systemd_command_line }}"
-    # -> ExecStart=/usr/bin/env "A=b c" 100%%
+    msg: "ExecStart={{ ['/usr/bin/env', 'A=b c', '100%', '$HOME'] | llmops.serving.systemd_command_line }}"
+    # -> ExecStart=/usr/bin/env "A=b c" 100%% "$$HOME"
 """
 
 RETURN = r"""
@@ -35,28 +47,15 @@ _value:
   type: str
 """
 
-import re
-
 from ansible.errors import AnsibleFilterError
-
-_SAFE_WORD = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
-_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+from ansible_collections.llmops.serving.plugins.module_utils.systemd_syntax import SystemdSyntaxError, exec_command_line
 
 
-def _quote_word(word):
-    if _SAFE_WORD.match(word):
-        quoted = word
-    else:
-        quoted = '"' + "".join(_ESCAPES.get(ch, ch) for ch in word) + '"'
-    return quoted.replace("%", "%%").replace("$", "$$")
-
-
-def systemd_command_line(argv):
-    if isinstance(argv, (str, bytes)) or not isinstance(argv, (list, tuple)):
-        raise AnsibleFilterError("systemd_command_line expects a list of argv words")
-    if not argv:
-        raise AnsibleFilterError("systemd_command_line: the command is empty")
-    return " ".join(_quote_word(str(word)) for word in argv)
+def systemd_command_line(argv, name="the command line"):
+    try:
+        return exec_command_line(argv, name)
+    except SystemdSyntaxError as exc:
+        raise AnsibleFilterError("systemd_command_line: %s" % exc) from None
 
 
 class FilterModule:

@@ -69,6 +69,7 @@ def _service_default_argv():
         "--mamba-full-memory-ratio", str(defaults["sglang_service_mamba_full_memory_ratio"]),
         "--max-running-requests", str(defaults["sglang_service_max_running_requests"]),
         "--reasoning-parser", defaults["sglang_service_reasoning_parser"],
+        "--tool-call-parser", defaults["sglang_service_tool_call_parser"],
         "--enable-metrics",
     ]
 

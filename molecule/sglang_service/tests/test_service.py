@@ -31,11 +31,15 @@ def test_unit_is_enabled_running_and_owned_by_systemd(host):
     assert props["TimeoutStopUSec"] == "1min"
 
 
-def test_secrets_stay_in_the_root_only_environment_file(host):
+def test_secrets_stay_in_root_only_files(host):
     env = host.file("/etc/llmops-serving/molecule/server.env")
     assert env.user == "root" and env.group == "root"
     assert env.mode == 0o600
-    assert API_KEY in env.content_string
+    # The API key travels as a systemd credential (tests/test_hardening_secrets.py), not in the environment file.
+    assert API_KEY not in env.content_string
+    secrets = host.file("/etc/llmops-serving/molecule/server-secrets.yaml")
+    assert (secrets.user, secrets.group, secrets.mode) == ("root", "root", 0o600)
+    assert API_KEY in secrets.content_string
     assert API_KEY not in host.file(f"/etc/systemd/system/{UNIT}").content_string
     assert API_KEY not in host.check_output(f"systemctl show {UNIT}")
 
@@ -51,7 +55,8 @@ def test_server_is_main_pid_with_exactly_the_rendered_argv(host):
         "--model-path", "/models/Qwen3.6-27B", "--served-model-name", "qwen3.6-27b", "--host", "127.0.0.1",
         "--port", str(PORT), "--tp-size", "2", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
         "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--mamba-full-memory-ratio", "0.5",
-        "--max-running-requests", "16", "--reasoning-parser", "qwen3", "--enable-metrics", "--api-key", API_KEY,
+        "--max-running-requests", "16", "--reasoning-parser", "qwen3", "--tool-call-parser", "qwen3_coder",
+        "--enable-metrics", "--config", f"/run/credentials/{UNIT}/sglang-secrets.yaml",
     ]
 
 
