@@ -12,8 +12,8 @@ version_added: 0.2.0
 author: llmops.serving contributors (@llmops)
 description:
   - Compares the chat defaults SGLang logged at start (C(Using default chat sampling params from model generation
-    config), as M(llmops.serving.sglang_memory_plan) returns them in RV(actual.sampling_defaults)) with the card's
-    values for a mode.
+    config), as M(llmops.serving.sglang_memory_plan) returns them in C(sampling_defaults) of
+    RV(llmops.serving.sglang_memory_plan#module:actual)) with the card's values for a mode.
 options:
   _input:
     description: The logged defaults (a dict; empty when SGLang logged none).

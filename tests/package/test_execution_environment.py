@@ -26,7 +26,10 @@ CONTEXT = REPO / ".build" / "ee" / "context"
 
 
 def run(args, **kwargs):
-    env = dict(os.environ, PATH="%s%s%s" % (BIN, os.pathsep, os.environ.get("PATH", "")), ANSIBLE_NOCOLOR="1")
+    # As in the image build: no ansible.cfg of this checkout, whose collections_path already holds llmops.serving (an
+    # install would then be skipped as done).
+    env = {key: value for key, value in os.environ.items() if key != "ANSIBLE_CONFIG"}
+    env.update(PATH="%s%s%s" % (BIN, os.pathsep, os.environ.get("PATH", "")), ANSIBLE_NOCOLOR="1")
     return subprocess.run([str(arg) for arg in args], env=env, capture_output=True, text=True, timeout=300, check=False,
                           **kwargs)
 
@@ -75,7 +78,7 @@ def test_the_community_collections_come_from_the_pinned_ansible_package(context)
 
 
 def test_introspection_of_the_installed_collection_finds_its_python_and_system_dependencies(context, tmp_path):
-    installed = run([BIN / "ansible-galaxy", "collection", "install", "--offline", "--no-deps", "-p", tmp_path / "collections",
+    installed = run([BIN / "ansible-galaxy", "collection", "install", "--offline", "--no-deps", "--force", "-p", tmp_path / "collections",
                      context / "_build" / "collections" / "llmops-serving.tar.gz"], cwd=tmp_path)
     assert installed.returncode == 0, installed.stdout + installed.stderr
     # The builder stage's own introspection command, with its /build files taken from the context.
