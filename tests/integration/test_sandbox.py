@@ -30,6 +30,7 @@ import pytest
 
 from ansible_collections.llmops.serving.tests.integration.pve_sim_support import REPO, PveSim, sim_command
 from ansible_collections.llmops.serving.tests.support.ansible_run import ansible_playbook
+from ansible_collections.llmops.serving.tests.support.promtool import check_metrics
 
 SANDBOX = REPO / ".build" / "sandbox"
 # The pve-sim that scripts/sandbox.sh starts (and stops).
@@ -114,6 +115,16 @@ def test_first_deploy_ends_with_two_verified_servers(sandbox):
         assert report["deployment_id"] == record(host)["deployment_id"]
         assert unit_state(host)["ActiveState"] == "active"
         assert int(report["main_pid"]) == int(unit_state(host)["MainPID"])
+
+
+def test_each_container_publishes_the_verdict_of_its_deployment_for_node_exporter(sandbox):
+    for host, settings in HOSTS.items():
+        text = inside(host, "cat", "/var/lib/prometheus/node-exporter/llmops_sglang_verdict_%s.prom" % settings["instance"])
+        status, said = check_metrics(text)
+        assert status == 0, said + text
+        labels = 'sglang_instance="%s",deployment_id="%s"' % (settings["instance"], record(host)["deployment_id"])
+        assert "llmops_sglang_verdict_passed{%s} 1\n" % labels in text, text
+        assert 'invocation_id="%s"' % summary(host)["invocation_id"] in text
 
 
 def test_unchanged_rerun_changes_nothing(sandbox):

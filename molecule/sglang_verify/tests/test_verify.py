@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from verify_checks import BASE_ENV, converge, read_summary, with_fault
 
+from ansible_collections.llmops.serving.tests.support.promtool import check_metrics
+
+# sglang_verify_textfile_dir's default: where Debian's prometheus-node-exporter reads textfiles.
+VERDICT_FILE = "/var/lib/prometheus/node-exporter/llmops_sglang_verdict_verify.prom"
+
 # What the incident's client sent: temperature 0.7 and nothing else from the model card (thinking mode).
 INCIDENT_SAMPLING = {"temperature": 0.7, "top_p": None, "top_k": None, "min_p": None, "presence_penalty": None,
                      "repetition_penalty": None}
@@ -21,6 +26,23 @@ def test_healthy_deployment_passes_with_a_complete_summary():
     assert "verify-secret-key" not in str(summary)
 
 
+def published_verdict(host, summary):
+    """The verdict file node_exporter reads, checked by promtool; the labels every sample of this run carries."""
+    text = host.file(VERDICT_FILE).content_string
+    status, said = check_metrics(text)
+    assert status == 0, said + text
+    return text, 'sglang_instance="verify",deployment_id="%s"' % summary["deployment_id"]
+
+
+def test_the_verdict_is_published_for_node_exporter(host):
+    summary = read_summary()
+    text, labels = published_verdict(host, summary)
+    assert "llmops_sglang_verdict_passed{%s} 1\n" % labels in text
+    assert 'invocation_id="%s"' % summary["invocation_id"] in text
+    assert "llmops_sglang_verification_deadline_timestamp_seconds{" not in text
+    assert host.file(VERDICT_FILE).mode == 0o644
+
+
 def test_readiness_is_noticed_within_two_seconds_of_the_ready_line():
     # A new deployment (another startup time) restarts the unit; the start takes longer than the tasks before the
     # wait, so the wait really waits for the ready line.
@@ -32,13 +54,17 @@ def test_readiness_is_noticed_within_two_seconds_of_the_ready_line():
     assert 0 <= lag <= 2.0
 
 
-def test_sampling_loop_is_diagnosed_as_sampling_not_mtp():
+def test_sampling_loop_is_diagnosed_as_sampling_not_mtp(host):
     run, summary = converge(with_fault("degenerate", sglang_verify_probe_sampling=INCIDENT_SAMPLING))
     assert run.rc != 0
     assert summary["status"] == "failed"
     assert summary["probe_verdict"] == "sampling loop", summary
     assert "presence_penalty" in summary["message"] or "temperature" in summary["message"], summary["message"]
     assert "sampling loop" in run.text
+    # A failed verification is published too, with the diagnosis, for the alert rules.
+    text, labels = published_verdict(host, summary)
+    assert "llmops_sglang_verdict_passed{%s} 0\n" % labels in text
+    assert 'probe_diagnosis="sampling loop"' in text
 
 
 def test_the_model_cards_values_cure_the_same_server():

@@ -16,7 +16,7 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.llmops.serving.tests.unit.promtool import promtool
+from ansible_collections.llmops.serving.tests.support.promtool import promtool
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 RULES = REPO / "roles" / "sglang_monitoring" / "files" / "prometheus" / "llmops-sglang.rules.yml"

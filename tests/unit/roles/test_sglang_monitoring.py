@@ -18,7 +18,7 @@ import yaml
 
 from ansible_collections.llmops.serving.tests.support.ansible_run import ansible_playbook
 from ansible_collections.llmops.serving.tests.unit.plugins.module_utils.test_verdict_metrics import PASSED
-from ansible_collections.llmops.serving.tests.unit.promtool import check_metrics
+from ansible_collections.llmops.serving.tests.support.promtool import check_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 

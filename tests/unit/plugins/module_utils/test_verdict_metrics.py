@@ -22,7 +22,7 @@ from ansible_collections.llmops.serving.plugins.module_utils.verdict_metrics imp
     textfile_name,
     verdict_families,
 )
-from ansible_collections.llmops.serving.tests.unit.promtool import check_metrics
+from ansible_collections.llmops.serving.tests.support.promtool import check_metrics
 
 DEPLOYMENT_ID = "3f1c9c2e5b0f4a8f0b8de7c8e4a3f1d2c9b1e0a7d6c5b4a3f2e1d0c9b8a7f6e5"
 WRITTEN_AT = 1764620000.25

@@ -15,7 +15,7 @@ import pytest
 from ansible_collections.llmops.serving.plugins.modules import verdict_textfile
 from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
 from ansible_collections.llmops.serving.tests.unit.plugins.module_utils.test_verdict_metrics import DEPLOYMENT_ID, PASSED
-from ansible_collections.llmops.serving.tests.unit.promtool import check_metrics
+from ansible_collections.llmops.serving.tests.support.promtool import check_metrics
 
 
 @pytest.fixture
