@@ -97,19 +97,19 @@ DYNAMIC_CHAR_MAJOR_RANGES = ((234, 254), (384, 511))
 FAMILY_UVM = "nvidia-uvm"
 FAMILY_CAPS = "nvidia-caps"
 # By name, in /dev or a directory below it (a node may be bound from e.g. /dev/gpu-kit/nvidia-uvm).
-_NVIDIA_DYNAMIC_SOURCE_RE = re.compile(r"^/dev/(?:[^/]+/)*nvidia-(uvm|uvm-tools|caps)(/.*)?$")
+_NVIDIA_DYNAMIC_SOURCE_RE = re.compile(r"^/dev/(?:[^/]+/)*nvidia-(uvm|uvm-tools|caps)(/.*)?\Z")
 # The family of a node by the last parts of its path (a host path, a copy's path or a mount target).
 _FAMILY_PATH_RES = (
-    (FAMILY_UVM, re.compile(r"(?:^|/)nvidia-uvm(?:-tools)?$")),
-    (FAMILY_CAPS, re.compile(r"(?:^|/)nvidia-caps(?:/nvidia-cap\d+)?$")),
+    (FAMILY_UVM, re.compile(r"(?:^|/)nvidia-uvm(?:-tools)?\Z")),
+    (FAMILY_CAPS, re.compile(r"(?:^|/)nvidia-caps(?:/nvidia-cap\d+)?\Z")),
 )
 # The family a comment speaks of ("# nvidia-uvm, nvidia-uvm-tools", "# NVIDIA UVM", "# nvidia-caps").
 _FAMILY_WORD_RES = (
     (FAMILY_UVM, re.compile(r"uvm", re.IGNORECASE)),
     (FAMILY_CAPS, re.compile(r"nvidia-cap|\bcaps?\b", re.IGNORECASE)),
 )
-_ALLOW_RULE_RE = re.compile(r"^([cb])\s+(\d+):(\*|\d+)\s+rwm(\s+#.*)?$")
-_MODE_RE = re.compile(r"^0[0-7]{3}$")
+_ALLOW_RULE_RE = re.compile(r"^([cb])\s+(\d+):(\*|\d+)\s+rwm(\s+#.*)?\Z")
+_MODE_RE = re.compile(r"^0[0-7]{3}\Z")
 
 
 class PassthroughConflict(ValueError):
@@ -504,7 +504,7 @@ def _paragraph_family(document, rule):
             parsed = parse_allow_rule(line.value)
             if parsed is not None and is_dynamic_char_major(parsed[1]):
                 majors.add(parsed[1])
-        elif line.kind == OPTION and re.match(r"^dev\d+$", line.key):
+        elif line.kind == OPTION and re.match(r"^dev\d+\Z", line.key):
             family = family_of_path(line.value.split(",")[0].replace("path=", "", 1))
             if family:
                 families.add(family)

@@ -19,7 +19,7 @@ _NVRM_LINE = re.compile(
     r"^NVRM version:\s+NVIDIA UNIX\s+(?P<head>.*?)Kernel Module(?:\s+for\s+(?P<arch_for>\S+))?\s+(?P<version>\d+(?:\.\d+)+)\s",
 )
 # A driver version as NVIDIA prints it: 580.95.05, 550.120, 35.3.1 (Jetson).
-_DRIVER_VERSION = re.compile(r"^\d+\.\d+(?:\.\d+)?$")
+_DRIVER_VERSION = re.compile(r"^\d+\.\d+(?:\.\d+)?\Z")
 # nvidia-smi when NVML and the kernel module disagree, in two forms (newer drivers add the second line):
 #   Failed to initialize NVML: Driver/library version mismatch
 #   NVML library version: 570.124

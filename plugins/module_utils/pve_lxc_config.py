@@ -31,7 +31,7 @@ _SNAPSHOT_RE = re.compile(r"^\[([a-z][a-z0-9_\-]+)\]\s*$", re.IGNORECASE)
 _COMMENT_RE = re.compile(r"^#(.*)$")
 _LXC_RE = re.compile(r"^(lxc\.[a-z0-9_\-\.]+)(:|\s*=)\s*(.*?)\s*$")
 _OPTION_RE = re.compile(r"^([a-z][a-z_]*\d*):\s*(.+?)\s*$")
-_DEV_KEY_RE = re.compile(r"^dev(\d+)$")
+_DEV_KEY_RE = re.compile(r"^dev(\d+)\Z")
 
 BLANK = "blank"
 COMMENT = "comment"
@@ -42,7 +42,7 @@ UNKNOWN = "unknown"
 
 MAX_DEVICES = 256  # pve-container's $MAX_DEVICES: dev0 .. dev255
 DEVICE_OPTION_KEYS = ("path", "deny-write", "gid", "mode", "uid")
-_DEVICE_MODE_RE = re.compile(r"^0[0-7]{3}$")
+_DEVICE_MODE_RE = re.compile(r"^0[0-7]{3}\Z")
 
 
 class ConfigLine:
@@ -357,7 +357,7 @@ class LxcConfig:
 
 
 def _check_option(key, value):
-    if not re.match(r"^[a-z][a-z_]*\d*$", key) or key in ("description", "delete"):
+    if not re.match(r"^[a-z][a-z_]*\d*\Z", key) or key in ("description", "delete"):
         raise ValueError("%r is not an option key this writer sets" % key)
     _check_value(key, value)
     if not value.strip():
@@ -365,7 +365,7 @@ def _check_option(key, value):
 
 
 def _check_lxc(key, value):
-    if not re.match(r"^lxc\.[a-z0-9_\-\.]+$", key):
+    if not re.match(r"^lxc\.[a-z0-9_\-\.]+\Z", key):
         raise ValueError("%r is not a raw lxc key" % key)
     _check_value(key, value)
 

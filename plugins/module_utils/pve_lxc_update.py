@@ -32,7 +32,7 @@ NOT_UPDATED = ("rootfs",)
 READ_ONLY_AFTER_CREATE = ("unprivileged",)
 # Keys the API answers with that are not options (never compared, never deleted).
 NOT_OPTIONS = ("digest", "lxc")
-_PROPERTY_STRING_RE = re.compile(r"^(net\d+|mp\d+|dev\d+|unused\d+|features|startup|rootfs)$")
+_PROPERTY_STRING_RE = re.compile(r"^(net\d+|mp\d+|dev\d+|unused\d+|features|startup|rootfs)\Z")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -170,4 +170,4 @@ def render_options(options, lxc_pairs=None):
 
 def device_keys(options):
     """The dev[n] keys among ``options`` (only root@pam may set them)."""
-    return sorted(key for key in options if re.match(r"^dev\d+$", key))
+    return sorted(key for key in options if re.match(r"^dev\d+\Z", key))

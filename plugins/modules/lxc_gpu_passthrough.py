@@ -285,7 +285,7 @@ def main():
             raise PassthroughError(RAW_API_MSG if backend == "api" else RAW_CLI_MSG)
         nodes = normalize_devices(params["devices"])
         dev_defaults = {"gid": params["dev_gid"], "uid": params["dev_uid"], "mode": params["dev_mode"]}
-        if params["dev_mode"] is not None and not re.match(r"^0[0-7]{3}$", params["dev_mode"]):
+        if params["dev_mode"] is not None and not re.match(r"^0[0-7]{3}\Z", params["dev_mode"]):
             raise PassthroughError("dev_mode must be an octal mode like 0666, got %r" % params["dev_mode"])
         # The API back end needs no cgroup version: Proxmox allows each dev[n] node's major itself.
         cgroup_version = resolve_cgroup_version(params["cgroup_version"]) if backend != "api" else None

@@ -236,6 +236,8 @@ def test_directories_are_raw_only():
         ([node("/dev/nvidia0", "abc", 0)], "must be an integer"),
         ([node("/dev/nvidia0", 195, 0), node("/dev/nvidia0", 195, 1)], "twice"),
         ([dict(node("/dev/nvidia0", 195, 0), mode="666")], "octal"),
+        # `$` also matches before a final newline: "0660\n" would end the dev line and start another.
+        ([dict(node("/dev/nvidia0", 195, 0), mode="0660\n")], "octal"),
     ],
 )
 def test_invalid_devices_are_refused(devices, message):

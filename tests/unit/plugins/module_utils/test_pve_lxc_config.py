@@ -283,7 +283,7 @@ def test_parse_device(value, expected):
 
 
 @pytest.mark.parametrize(
-    "value", ["gid=44", "/dev/x,gid=-1", "/dev/x,mode=666", "/dev/x,colour=red", "/dev/x,gid=1,gid=2", "/dev/x,/dev/y", "/dev/x,deny-write=2"]
+    "value", ["gid=44", "/dev/x,gid=-1", "/dev/x,mode=666", "/dev/x,mode=0666\n", "/dev/x,colour=red", "/dev/x,gid=1,gid=2", "/dev/x,/dev/y", "/dev/x,deny-write=2"]
 )
 def test_parse_device_rejects_what_pve_rejects(value):
     with pytest.raises(ValueError):
@@ -324,7 +324,8 @@ def test_lxc_lines_written_with_equals_are_understood():
     assert document.render() == "lxc.init_cmd = /sbin/my_own_init\n"
 
 
-@pytest.mark.parametrize("key, value", [("cores", "1\nmemory: 1"), ("lxc.mount.entry", "x"), ("description", "x"), ("cores", " 1")])
+@pytest.mark.parametrize("key, value", [("cores", "1\nmemory: 1"), ("lxc.mount.entry", "x"), ("description", "x"), ("cores", " 1"),
+                                        ("cores\n", "1"), ("dev0\n", "/dev/nvidia0")])
 def test_set_refuses_what_would_corrupt_the_file(key, value):
     with pytest.raises(ValueError):
         parse("").set(key, value)
@@ -336,6 +337,10 @@ def test_add_lxc_refuses_newlines_and_non_lxc_keys():
         document.add_lxc("lxc.mount.entry", "a\nb")
     with pytest.raises(ValueError):
         document.add_lxc("cores", "1")
+    # A key that ends in a newline would put the value on a line of its own.
+    with pytest.raises(ValueError):
+        document.add_lxc("lxc.apparmor.profile\n", "unconfined")
+    assert document.render() == ""
 
 
 def test_edits_to_an_empty_file():
