@@ -41,6 +41,9 @@ RECORD_NAME = "deployment.json"
 SAMPLING_NAME = "sampling.json"
 SERVER_ENV_NAME = "server.env"
 DEPLOYMENT_ENV_NAME = "deployment.env"
+# The API key as an SGLang --config file (root, 0600), handed to the server as a systemd credential; SGLang wants
+# the .yaml suffix. It is never archived with a deployment.
+SECRETS_CONFIG_NAME = "server-secrets.yaml"
 ARCHIVES_NAME = "deployments"
 MANIFEST_NAME = "manifest.json"
 # deployment_record and deployment_restore hold an flock on this file (in the instance's state dir) while they run.
@@ -115,6 +118,7 @@ def instance_paths(instance, config_dir=DEFAULT_CONFIG_DIR, state_dir=DEFAULT_ST
         "config_dir": instance_config_dir,
         "server_env": os.path.join(instance_config_dir, SERVER_ENV_NAME),
         "deployment_env": os.path.join(instance_config_dir, DEPLOYMENT_ENV_NAME),
+        "secrets_config": os.path.join(instance_config_dir, SECRETS_CONFIG_NAME),
         "state_dir": instance_state_dir,
         "record_path": os.path.join(instance_state_dir, RECORD_NAME),
         "sampling_path": os.path.join(instance_state_dir, SAMPLING_NAME),

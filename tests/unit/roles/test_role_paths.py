@@ -24,12 +24,14 @@ def verify_paths(variables):
 def test_sglang_service_puts_each_file_where_the_modules_look_for_it():
     rendered = render(
         "{{ [_sglang_service_paths, _sglang_service_unit, _sglang_service_unit_path, _sglang_service_server_env,"
-        " _sglang_service_deployment_env, _sglang_service_log_dir, _sglang_service_cache_dir, _sglang_service_sampling_file] }}",
+        " _sglang_service_deployment_env, _sglang_service_log_dir, _sglang_service_cache_dir, _sglang_service_sampling_file,"
+        " _sglang_service_secrets_file] }}",
         {"sglang_service_instance": "m", "sglang_service_state_dir": "/srv/state", "sglang_service_log_root": "/var/log/x"},
         SERVICE_VARS)
     expected = instance_paths("m", state_dir="/srv/state", log_root="/var/log/x")
     assert rendered == [expected, expected["unit"], expected["unit_path"], expected["server_env"], expected["deployment_env"],
-                        expected["log_dir"], expected["cache_dir"], expected["sampling_path"]]
+                        expected["log_dir"], expected["cache_dir"], expected["sampling_path"],
+                        expected["secrets_config"]]
 
 
 def test_sglang_verify_alone_finds_the_instance_by_the_same_definition():
