@@ -52,9 +52,9 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description:
-    - C(instance), C(unit) (C(sglang-<instance>.service)), C(unit_path), C(config_dir), C(server_env), C(deployment_env), C(secrets_config),
-      C(state_dir), C(record_path) (C(deployment.json)), C(sampling_path), C(archive_root), C(log_dir), C(current_log)
-      and C(cache_dir).
+    - C(instance), C(unit) (C(sglang-<instance>.service)), C(unit_path), C(config_dir), C(server_env), C(deployment_env),
+      C(secrets_config) (the API key's C(server-secrets.yaml)), C(state_dir), C(record_path) (C(deployment.json)),
+      C(sampling_path), C(archive_root), C(log_dir), C(current_log) and C(cache_dir).
     - C(config_dir), C(state_dir) and C(log_dir) here are the instance's own directories under the roots.
   type: dict
 """
