@@ -56,7 +56,7 @@ def test_readiness_is_noticed_within_two_seconds_of_the_ready_line():
 
 def test_sampling_loop_is_diagnosed_as_sampling_not_mtp(host):
     run, summary = converge(with_fault("degenerate", sglang_verify_probe_sampling=INCIDENT_SAMPLING))
-    assert run.rc != 0
+    assert run.rc != 0 and summary is not None, run.summary()
     assert summary["status"] == "failed"
     assert summary["probe_verdict"] == "sampling loop", summary
     assert "presence_penalty" in summary["message"] or "temperature" in summary["message"], summary["message"]
