@@ -15,6 +15,7 @@ import pytest
 from ansible_collections.llmops.serving.plugins.modules import verdict_textfile
 from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
 from ansible_collections.llmops.serving.tests.unit.plugins.module_utils.test_verdict_metrics import DEPLOYMENT_ID, PASSED
+from ansible_collections.llmops.serving.tests.support.node_exporter import scrape_textfiles
 from ansible_collections.llmops.serving.tests.support.promtool import check_metrics
 
 
@@ -126,3 +127,22 @@ def test_a_symlink_in_place_of_the_file_is_refused(textfile_dir, tmp_path):
     result, failed = write(textfile_dir)
     assert failed and "not a regular file" in result["msg"]
     assert target.read_text() == "keep me\n"
+
+
+def test_node_exporter_reads_every_kind_of_verdict_without_a_scrape_error(textfile_dir):
+    # What really reads the files: node_exporter's textfile collector, with several instances in one directory. The
+    # families must agree in HELP and TYPE across files: node_exporter 1.5 keeps the first file's and silently drops
+    # the clashing samples of the others (node_textfile_scrape_error stays 0), so each instance's sample is looked for.
+    hostile = dict(PASSED, instance="qwen36-b", status="failed", failed_step='Probe "the output"\nfor\\degeneration',
+                   probe_verdict="sampling loop", deployment_id="a" * 64)
+    assert not write(textfile_dir)[1]
+    assert not write(textfile_dir, hostile)[1]
+    assert not write(textfile_dir, dict(PASSED, instance="qwen36-c", status="pending"), pending_timeout=600)[1]
+    scraped = scrape_textfiles(textfile_dir)
+    assert "node_textfile_scrape_error 0" in scraped, scraped
+    # node_exporter prints labels sorted by name.
+    assert 'llmops_sglang_verdict_passed{deployment_id="%s",sglang_instance="qwen36"} 1' % DEPLOYMENT_ID in scraped
+    assert 'llmops_sglang_verdict_passed{deployment_id="%s",sglang_instance="qwen36-b"} 0' % ("a" * 64) in scraped
+    assert 'failed_step="Probe \\"the output\\"\\nfor\\\\degeneration"' in scraped
+    assert 'llmops_sglang_verification_deadline_timestamp_seconds{deployment_id="%s",sglang_instance="qwen36-c"}' % (
+        DEPLOYMENT_ID) in scraped
