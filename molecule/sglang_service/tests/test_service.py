@@ -57,7 +57,19 @@ def test_server_is_main_pid_with_exactly_the_rendered_argv(host):
         "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--mamba-full-memory-ratio", "0.5",
         "--max-running-requests", "16", "--reasoning-parser", "qwen3", "--tool-call-parser", "qwen3_coder",
         "--enable-metrics", "--config", f"/run/credentials/{UNIT}/sglang-secrets.yaml",
+        # Added by the launcher (metrics are on): the labels that tie each sample on /metrics to this start.
+        "--extra-metric-labels", '{"sglang_instance": "molecule", "deployment_id": "%s", "invocation_id": "%s"}' % (
+            deployment_id(host), props["InvocationID"]),
     ]
+
+
+def test_metrics_carry_the_instance_deployment_and_start(host):
+    props = wait_ready(host)
+    metrics = host.check_output(f"curl -sf http://127.0.0.1:{PORT}/metrics")
+    labels = 'sglang_instance="molecule",deployment_id="%s",invocation_id="%s"' % (deployment_id(host),
+                                                                                   props["InvocationID"])
+    assert "sglang:spec_accept_length{" in metrics
+    assert all(labels in line for line in metrics.splitlines() if line.startswith("sglang:spec_accept"))
 
 
 def test_tensor_parallel_workers_live_in_the_unit_cgroup(host):

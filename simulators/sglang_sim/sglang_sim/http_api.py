@@ -68,6 +68,9 @@ class ServerState:
         scheduler = self.scheduler
         used, token_usage, _mamba_used, mamba_usage = scheduler.usage()
         labels = 'engine_type="unified",model_name="%s",pp_rank="0",tp_rank="0"' % self.args["served_model_name"]
+        # managers/scheduler.py init_metrics: the scheduler collector's labels are updated with --extra-metric-labels.
+        for name, value in (self.args.get("extra_metric_labels") or {}).items():
+            labels += ',%s="%s"' % (name, str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"'))
         gauges = [
             ("num_running_reqs", "The number of running requests.", len(scheduler.running)),
             ("num_queue_reqs", "The number of requests in the waiting queue.", scheduler.num_queue()),

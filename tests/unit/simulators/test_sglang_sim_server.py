@@ -63,7 +63,8 @@ def test_startup_log_lines_and_readiness(start_sim):
 
 
 def test_decode_lines_and_accept_stats(start_sim):
-    sim = start_sim(SPEC_ARGS + ["--tp-size", "2", "--decode-log-interval", "5", "--enable-metrics"])
+    sim = start_sim(SPEC_ARGS + ["--tp-size", "2", "--decode-log-interval", "5", "--enable-metrics",
+                                 "--extra-metric-labels", '{"deployment_id": "abc123", "note": "a \\"quoted\\" one"}'])
     sim.wait_ready()
     status, reply = sim.chat(dict(CARD, messages=QUESTION, max_tokens=400, seed=11))
     assert status == 200
@@ -82,6 +83,9 @@ def test_decode_lines_and_accept_stats(start_sim):
     assert info["internal_states"][0]["last_gen_throughput"] > 0
     metrics = http("GET", sim.url + "/metrics")[2].decode()
     assert re.search(r'^sglang:spec_accept_length\{[^}]*model_name="Qwen/Qwen3\.6-27B"[^}]*tp_rank="0"[^}]*\} \d+\.\d+', metrics, re.M)
+    # The scheduler's gauges carry the extra labels after SGLang's own, escaped as the exposition format wants.
+    assert re.search(r'^sglang:spec_accept_length\{[^}]*tp_rank="0",deployment_id="abc123",note="a \\"quoted\\" one"\} ',
+                     metrics, re.M), metrics
     for family in ("spec_accept_rate", "gen_throughput", "num_running_reqs", "num_queue_reqs", "token_usage", "mamba_usage"):
         assert re.search(r"^# TYPE sglang:%s gauge$" % family, metrics, re.M), family
     assert re.search(r'^sglang:generation_tokens_total\{model_name="Qwen/Qwen3\.6-27B"\} [1-9]', metrics, re.M)
