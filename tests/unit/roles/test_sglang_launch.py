@@ -130,3 +130,34 @@ def test_a_start_outside_the_unit_is_refused_before_a_log_is_opened(launcher, lo
     run = start(launcher, log_dir, "e" * 32, **{unset: None})
     assert run.returncode != 0 and why in run.stderr
     assert os.listdir(log_dir) == []
+
+
+def test_metrics_get_the_labels_of_this_instance_deployment_and_start(launcher, log_dir):
+    run = start(launcher, log_dir, "e" * 32, "--port", "30000", "--enable-metrics")
+    assert run.returncode == 0, run.stderr
+    argv = current_log(log_dir)[2]["argv"]
+    assert argv[:3] == ["--port", "30000", "--enable-metrics"] and argv[3] == "--extra-metric-labels"
+    # Read as SGLang reads the flag (json.loads), in the order its scheduler appends them to its own labels.
+    assert list(json.loads(argv[4]).items()) == [("sglang_instance", "qwen36"), ("deployment_id", DEPLOYMENT),
+                                                 ("invocation_id", "e" * 32)]
+    assert len(argv) == 5
+
+
+@pytest.mark.parametrize("server_args", [
+    ("--port", "30000"),                                                            # metrics off: no labels
+    ("--enable-metrics", "--extra-metric-labels", '{"team": "a"}'),                 # the operator's own labels win
+    ("--enable-metrics", '--extra-metric-labels={"team": "a"}'),
+])
+def test_labels_are_added_only_to_metrics_that_have_none(launcher, log_dir, server_args):
+    assert start(launcher, log_dir, "f" * 32, *server_args).returncode == 0
+    assert current_log(log_dir)[2]["argv"] == list(server_args)
+
+
+def test_a_value_that_is_no_plain_name_is_left_out_not_quoted_into_json(launcher, log_dir):
+    run = start(launcher, log_dir, "a" * 32, "--enable-metrics", LLMOPS_INSTANCE='x", "deployment_id": "forged')
+    assert run.returncode == 0, run.stderr
+    # The server's line is the log's last (the header, with that instance in it, is not what is checked here).
+    with open(os.path.join(log_dir, CURRENT_LOG_NAME), encoding="utf-8") as handle:
+        argv = json.loads(handle.read().splitlines()[-1])["argv"]
+    assert argv[:2] == ["--enable-metrics", "--extra-metric-labels"], argv
+    assert json.loads(argv[2]) == {"deployment_id": DEPLOYMENT, "invocation_id": "a" * 32}
