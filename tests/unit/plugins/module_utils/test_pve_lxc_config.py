@@ -283,7 +283,8 @@ def test_parse_device(value, expected):
 
 
 @pytest.mark.parametrize(
-    "value", ["gid=44", "/dev/x,gid=-1", "/dev/x,mode=666", "/dev/x,mode=0666\n", "/dev/x,colour=red", "/dev/x,gid=1,gid=2", "/dev/x,/dev/y", "/dev/x,deny-write=2"]
+    "value", ["gid=44", "/dev/x,gid=-1", "/dev/x,mode=666", "/dev/x,mode=0666\n", "/dev/x,colour=red", "/dev/x,gid=1,gid=2",
+              "/dev/x,/dev/y", "/dev/x,deny-write=2"]
 )
 def test_parse_device_rejects_what_pve_rejects(value):
     with pytest.raises(ValueError):
