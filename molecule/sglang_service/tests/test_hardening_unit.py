@@ -20,6 +20,7 @@ import pytest
 
 from sglang_checks import UNIT, unit_properties, wait_ready, wait_until
 
+from ansible_collections.llmops.serving.plugins.module_utils.log_header import parse_header_line
 from ansible_collections.llmops.serving.tests.support.ansible_run import rerun_converge
 from ansible_collections.llmops.serving.tests.unit.roles.templar import REPO, render
 
@@ -93,7 +94,13 @@ def test_systemd_executes_exactly_the_argv_and_environment_the_role_intended(hos
     # What systemd executed: the launcher exec'd the printer with the argv systemd gave it.
     host.check_output("systemctl start %s" % HOSTILE_UNIT)
     printed = wait_until(lambda: printed_by_the_server(host), 30, "the hostile unit's server to print its argv")
-    assert printed["argv"] == intended[len(PRINTER):]
+    role_argv = intended[len(PRINTER):]
+    assert printed["argv"][:len(role_argv)] == role_argv
+    # Metrics are on (the role's default), so the launcher appended the labels of this start.
+    invocation = parse_header_line(host.check_output("head -n 1 %s/current.log" % HOSTILE_LOG_DIR))["invocation_id"]
+    assert printed["argv"][len(role_argv):] == [
+        "--extra-metric-labels",
+        json.dumps({"sglang_instance": "hostile", "deployment_id": "0" * 64, "invocation_id": invocation})]
     for name, value in HOSTILE_BUT_VALID["sglang_service_environment"].items():
         assert printed["env"].get(name) == value, name
 
