@@ -10,24 +10,11 @@ import re
 import signal
 import time
 
-import pytest
-
 from ansible_collections.llmops.serving.tests.unit.simulators.sim_harness import (
     DECODE_RE, LINE_PREFIX, READY_LINE, SPEC_ARGS, http, pid_alive, wait_gone,
 )
-
-
-# One simulated H200 (nvidia-smi memory.total 143771 MiB): these runs use TP 1; the 27B bf16 model with MTP does not fit
-# one 48 GB card, and on one 80 GB card its state pool serves no request: SGLang refuses both starts, so does the simulator.
-ONE_BIG_CARD = str(143771 / 1024.0)
-
-
-@pytest.fixture
-def start_sim(start_sim):
-    def _start(args=(), **env):
-        env.setdefault("SGLANG_SIM_GPU_MEMORY_GB", ONE_BIG_CARD)
-        return start_sim(args, **env)
-    return _start
+# A fixture, requested by the tests under this name.
+from ansible_collections.llmops.serving.tests.unit.simulators.sim_harness import start_sim_on_one_big_card as start_sim  # pylint: disable=unused-import
 
 
 CARD = {"temperature": 1.0, "top_p": 0.95, "top_k": 20, "min_p": 0.0, "presence_penalty": 0.0, "repetition_penalty": 1.0}
