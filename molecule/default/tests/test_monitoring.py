@@ -30,8 +30,9 @@ def test_node_exporter_runs_unprivileged_from_the_package_and_reads_that_directo
 
 
 def test_the_verdict_is_served_on_metrics(host):
-    # node_exporter in the container, through its own HTTP endpoint on the container's loopback.
-    metrics = host.check_output("curl -sf http://127.0.0.1:9100/metrics")
+    # node_exporter in the container, through its own HTTP endpoint on the container's loopback. The handler's restart
+    # returns once the process is forked, not once it listens: curl waits for the port to accept (60 tries, 1 s apart).
+    metrics = host.check_output("curl -sf --retry 60 --retry-delay 1 --retry-connrefused http://127.0.0.1:9100/metrics")
     assert "llmops_sglang_verdict_passed{%s} 1" % LABELS in metrics
     assert "node_textfile_scrape_error 0" in metrics
 
