@@ -2,9 +2,12 @@
 # Copyright: llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Will an SGLang 0.5.23 server fit its GPUs? The memory arithmetic SGLang does at start, done before it starts.
+"""Will an SGLang server fit its GPUs? The memory arithmetic SGLang does at start, done before it starts.
 
-Pure functions. Every step names the SGLang 0.5.23 function it mirrors (paths under ``sglang/srt/``):
+Pure functions, for two arithmetics (``arithmetic``): SGLang 0.5.23's, the default, and SGLang 0.5.9's. Every step
+names the SGLang function it mirrors (paths under ``sglang/srt/``).
+
+SGLang 0.5.23:
 
 1. Defaults that depend on the GPU: ``arg_groups/memory_hook.py: handle_gpu_memory_settings`` (chunked prefill
    size, decode CUDA graph max batch size, ``mem_fraction_static`` from the activation and graph reserve, reduced for
@@ -27,11 +30,35 @@ Pure functions. Every step names the SGLang 0.5.23 function it mirrors (paths un
    (``KVCacheConfigurator._apply_token_constraints``).
 6. Concurrency: ``KVCacheConfigurator.resolve_max_num_reqs`` (the request cap, the token cap, the state-pool cap).
 
-A plan *fits* when SGLang would start (none of the errors in steps 3-6 is raised), the configured
-``max_running_requests`` is not cut by a pool (SGLang only logs a warning and serves fewer), and the KV pool holds
-one request of the full context length. Less memory outside the static pools than the activation and CUDA graph
-reserve of SGLang's own default (``mem_fraction_static`` above the default) is a warning: the default is
-conservative, and public runs above it start. Sizes are per TP rank, in bytes unless a key says otherwise.
+SGLang 0.5.9 (``model_executor/model_runner.py`` and ``model_executor/model_runner_kv_cache_mixin.py`` of that
+release, as a public backport quotes them verbatim: "BACKPORT: from sglang v0.5.9 model_runner_kv_cache_mixin.py");
+step 1, the per-request state size and the flag resolution are 0.5.23's:
+
+2. Weights: only the target is loaded before the pools are sized; the draft worker loads after them, so its weights
+   come out of the memory outside the static pools (a warning when they and the activation reserve exceed it).
+3. The budget: ``ModelRunner.profile_max_num_token`` - free memory after the target's load minus
+   ``pre_model_load_memory * (1 - mem_fraction_static)``; no multimodal reservation.
+4. The state pool: ``handle_max_mamba_cache`` - the draft's intermediate state (``mamba_cache_per_req *
+   max_running_requests * speculative_num_draft_tokens``) comes off the budget first, then the ratio split, no
+   padding slot. It raises nothing of its own: a pool of no slots cannot be allocated and the server does not start.
+5. The KV pool: ``profile_max_num_token`` / ``init_memory_pool`` - the target's full-attention layers only (the
+   draft has a KV pool of its own), ``--max-total-tokens``, page rounding; no token raises "Not enough memory.
+   Please try to increase --mem-fraction-static.".
+6. Concurrency: ``init_memory_pool`` - ``max_running_requests`` (or the estimate from the KV pool) capped by the state
+   pool: 1 slot per request without the radix cache, 3 + 1 with ``extra_buffer`` and speculative decoding, 3 + 2
+   with ``extra_buffer`` otherwise, 3 else; no cap at half the KV pool.
+
+The releases between 0.5.9 and 0.5.23 changed this in steps (the joint solve of the state pool with the intermediate
+state; the +1 padding slot of sgl-project/sglang#32184; the draft's weights counted before the pools) and are not
+modelled one by one.
+
+Two verdicts. A plan *fits* when SGLang would start: ``reasons`` names what stops it (the weights leave no room, a
+state pool of no slots, a KV pool of no tokens, no request served). A plan that fits *serves what was requested*
+when it also has no ``shortfalls``: no pool cuts the configured ``max_running_requests`` (SGLang only logs a warning
+and serves fewer) and the KV pool holds one request of the full context length. Less memory outside the static pools
+than the activation and CUDA graph reserve of SGLang's own default (``mem_fraction_static`` above the default) is a
+warning: the default is conservative, and public runs above it start. Sizes are per TP rank, in bytes unless a key
+says otherwise.
 """
 
 from __future__ import annotations
@@ -43,7 +70,11 @@ from ansible_collections.llmops.serving.plugins.module_utils.model_config import
 MIB = 1 << 20
 GIB = 1 << 30
 
-SGLANG_VERSION = "0.5.23"
+ARITHMETIC_0_5_23 = "0.5.23"
+ARITHMETIC_0_5_9 = "0.5.9"
+ARITHMETICS = (ARITHMETIC_0_5_23, ARITHMETIC_0_5_9)
+# The default arithmetic.
+SGLANG_VERSION = ARITHMETIC_0_5_23
 
 # mem_cache/kv_cache_configurator.py (module constants).
 MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3
@@ -57,6 +88,9 @@ POOL_WEIGHTS = "weights"
 POOL_RESERVE = "activation_reserve"
 POOL_MAMBA = "mamba"
 POOL_KV = "kv"
+
+# The shortfall that does not cut max_running_requests: one request of the full context.
+CONTEXT_SHORTFALL = "cannot hold one request of context_length"
 
 DEFAULT_CUDA_CONTEXT_MIB = 1024
 
@@ -205,6 +239,34 @@ def size_state_pool(rest_bytes, per_req, ratio, slots, requests, draft_tokens, e
     return size, intermediate, state, rest_bytes - intermediate - state
 
 
+def mamba_slots_per_request_0_5_9(strategy, disable_radix_cache, speculative):
+    """SGLang 0.5.9 model_runner.py: init_memory_pool's ratio - 1 slot without the radix cache, else 3 plus 1
+    (MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_OVERLAP, speculative decoding) or 2 (..._OVERLAP) with ``extra_buffer``."""
+    if disable_radix_cache:
+        return 1
+    additional = 0
+    if strategy in ("extra_buffer", "extra_buffer_lazy"):
+        additional = 1 if speculative else 2
+    return MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO + additional
+
+
+def size_state_pool_0_5_9(rest_bytes, per_req, ratio, requests, draft_tokens, explicit_size=None):
+    """SGLang 0.5.9 model_runner_kv_cache_mixin.py: handle_max_mamba_cache for one TP rank (no DP attention).
+
+    The draft's intermediate state is sized from ``max_running_requests`` and taken off the budget before the ratio
+    split; the pool has no padding slot. Returns ``(max_mamba_cache_size, intermediate_bytes, state_bytes,
+    rest_after_bytes)``; a size of 0 or below is a pool SGLang 0.5.9 cannot allocate.
+    """
+    intermediate = per_req * requests * draft_tokens if draft_tokens else 0
+    budget = rest_bytes - intermediate
+    if explicit_size is not None:
+        size = explicit_size
+    else:
+        size = int(budget * ratio / (1.0 + ratio) // per_req)
+    state = size * per_req if size > 0 else 0
+    return size, intermediate, state, budget - state
+
+
 # ---- step 5: the KV pool ---------------------------------------------------------------------------------------------
 
 def kv_cell_bytes(dims, tp_size, kv_dtype_bytes, draft_layers):
@@ -268,18 +330,24 @@ def _weights_per_rank(dims, weights, tp, speculative, language_only):
     return target, draft
 
 
-def plan_memory(dims, weights, gpu, flags, measured=None):
-    """Size SGLang's pools for one TP rank and judge whether the configuration fits.
+def plan_memory(dims, weights, gpu, flags, measured=None, arithmetic=SGLANG_VERSION):
+    """Size SGLang's pools for one TP rank and judge whether the server starts and serves what was requested.
 
     ``dims``: model_config.parse_model_config; ``weights``: model_config.weight_bytes; ``gpu``: ``{"memory_mib":
     total memory of one GPU, "count": GPUs, "cuda_context_mib": memory taken before the weights load}``;
     ``flags``: server flags (keys of FLAG_DEFAULTS). ``measured`` (optional) replaces estimates with a log's figures:
-    ``pre_model_load_bytes`` (free memory before loading) and ``available_after_load_bytes``.
+    ``pre_model_load_bytes`` (free memory before loading) and ``available_after_load_bytes``. ``arithmetic``: the SGLang
+    release whose sizing is followed, one of ARITHMETICS.
 
-    Returns a dict with ``fits``, ``binding`` (the first pool that does not fit, or the one closest to its limit),
-    ``reasons``, ``resolved`` flags, ``breakdown`` (bytes per rank), ``pools`` (what SGLang would print) and
-    ``sglang_version``. Raises PlanInputError for inputs the plan cannot use.
+    Returns a dict with ``fits`` (SGLang would start), ``reasons`` (what stops it), ``shortfalls`` (what a started
+    server cuts from the request), ``serves_requested`` (fits and no shortfall), ``binding`` (the first pool in
+    reasons, else in shortfalls, else the one closest to its limit), ``warnings``, ``limits``, ``resolved`` flags,
+    ``breakdown`` (bytes per rank), ``pools`` (what SGLang would print) and ``sglang_version`` (the arithmetic).
+    Raises PlanInputError for inputs the plan cannot use.
     """
+    if arithmetic not in ARITHMETICS:
+        raise PlanInputError("arithmetic must be one of %s, not %s" % (", ".join(ARITHMETICS), arithmetic))
+    legacy = arithmetic == ARITHMETIC_0_5_9
     gpu_memory_mib = gpu.get("memory_mib")
     if not gpu_memory_mib or gpu_memory_mib <= 0:
         raise PlanInputError("the GPU memory size (memory_mib) is unknown")
@@ -308,14 +376,18 @@ def plan_memory(dims, weights, gpu, flags, measured=None):
         pre = (gpu_memory_mib - gpu.get("cuda_context_mib", DEFAULT_CUDA_CONTEXT_MIB)) * MIB
     available = measured.get("available_after_load_bytes")
     if available is None:
-        available = pre - target_weights - draft_weights
+        # 0.5.9 loads the draft after the target's pools are sized: its weights are not in the budget.
+        available = pre - target_weights - (0 if legacy else draft_weights)
+    elif legacy:
+        target_weights = pre - available
     else:
         target_weights, draft_weights = pre - available, 0
     slack = pre * (1 - fraction)
-    mm_reservation = VLM_CACHE_SIZE_MB * MIB if vision else 0
+    mm_reservation = VLM_CACHE_SIZE_MB * MIB if vision and not legacy else 0
     rest = available - slack - mm_reservation
 
     reasons = []
+    shortfalls = []
     warnings = []
     result_pools = {"max_mamba_cache_size": None, "max_total_num_tokens": 0, "max_running_requests": 0}
     breakdown = {
@@ -342,78 +414,101 @@ def plan_memory(dims, weights, gpu, flags, measured=None):
         "kv_bytes": 0,
         "free_after_pools_bytes": 0,
     }
-    plan = {"sglang_version": SGLANG_VERSION, "resolved": resolved, "breakdown": breakdown, "pools": result_pools,
-            "reasons": reasons, "warnings": warnings, "fits": False, "binding": POOL_WEIGHTS, "limits": {}}
+    plan = {"sglang_version": arithmetic, "resolved": resolved, "breakdown": breakdown, "pools": result_pools,
+            "reasons": reasons, "shortfalls": shortfalls, "warnings": warnings, "fits": False,
+            "serves_requested": False, "binding": POOL_WEIGHTS, "limits": {}}
+    if legacy and draft_weights and draft_weights + reserve * MIB > slack:
+        warnings.append("draft_weights: SGLang 0.5.9 loads the draft's %.2f GiB after the pools, out of the %.2f GiB "
+                        "outside the static pools; %.2f GiB stay for activations and CUDA graphs, SGLang's default keeps "
+                        "%.2f GiB; loading the draft or capturing CUDA graphs may run out of memory"
+                        % (draft_weights / GIB, slack / GIB, (slack - draft_weights) / GIB, reserve / 1024.0))
     if rest <= 0:
         minimum = 1 - available / float(pre)
         reasons.append("weights: %.2f GiB of weights leave no room for pools under mem_fraction_static=%.3f; raise it "
-                       "above %.3f (SGLang: 'Loaded weights leave no GPU memory for the KV cache')"
-                       % ((target_weights + draft_weights) / GIB, fraction, math.ceil(minimum * 1000) / 1000.0))
+                       "above %.3f (%s)" % ((pre - available) / GIB, fraction, math.ceil(minimum * 1000) / 1000.0,
+                                            "SGLang 0.5.9 sizes its pools from a negative budget" if legacy else
+                                            "SGLang: 'Loaded weights leave no GPU memory for the KV cache'"))
         return plan
 
     requests = resolved["max_running_requests"]
     if dims["linear"]:
         conv, ssm = mamba_state_bytes_per_request(dims, tp, resolved["mamba_ssm_dtype"])
         per_req = conv + ssm
-        slots = mamba_slots_per_request(resolved["mamba_radix_cache_strategy"], resolved["disable_overlap_schedule"],
-                                        resolved["disable_radix_cache"])
         explicit = resolved["max_mamba_cache_size"]
         if explicit is None and resolved["disable_radix_cache"] and requests:
             explicit = max(1, requests)
-        size, intermediate, state, rest = size_state_pool(rest, per_req, resolved["mamba_full_memory_ratio"], slots,
-                                                          requests or 1, draft_tokens, explicit)
+        if legacy:
+            slots = mamba_slots_per_request_0_5_9(resolved["mamba_radix_cache_strategy"], resolved["disable_radix_cache"],
+                                                  speculative)
+            size, intermediate, state, rest = size_state_pool_0_5_9(rest, per_req, resolved["mamba_full_memory_ratio"],
+                                                                    requests or 0, draft_tokens, explicit)
+            allocated = size
+        else:
+            slots = mamba_slots_per_request(resolved["mamba_radix_cache_strategy"], resolved["disable_overlap_schedule"],
+                                            resolved["disable_radix_cache"])
+            size, intermediate, state, rest = size_state_pool(rest, per_req, resolved["mamba_full_memory_ratio"], slots,
+                                                              requests or 1, draft_tokens, explicit)
+            allocated = size + 1  # the padding slot
         breakdown.update({"mamba_per_request_bytes": per_req, "mamba_slots_per_request": slots,
                           "mamba_state_bytes": int(state), "mamba_intermediate_bytes": int(intermediate),
-                          "mamba_conv_bytes": conv * (size + 1) if size > 0 else 0,
-                          "mamba_ssm_bytes": ssm * (size + 1) if size > 0 else 0})
+                          "mamba_conv_bytes": conv * allocated if size > 0 else 0,
+                          "mamba_ssm_bytes": ssm * allocated if size > 0 else 0})
         result_pools["max_mamba_cache_size"] = size
         if size <= 0:
             plan["binding"] = POOL_MAMBA
-            reasons.append("mamba: the state pool gets %d slots (pool budget %.2f GiB, %.2f MiB per slot); SGLang raises "
-                           "'Not enough GPU memory for hybrid (mamba/linear-attention) state cache'"
-                           % (size, breakdown["pool_budget_bytes"] / GIB, per_req / MIB))
+            if legacy and intermediate and explicit is None:
+                reasons.append("mamba: the draft's intermediate state for %d requests x %d draft tokens (%.2f GiB) leaves "
+                               "no state pool in the %.2f GiB pool budget (SGLang 0.5.9 sizes it from "
+                               "max_running_requests)" % (int(requests), draft_tokens, intermediate / GIB,
+                                                          breakdown["pool_budget_bytes"] / GIB))
+            else:
+                reasons.append("mamba: the state pool gets %d slots (pool budget %.2f GiB, %.2f MiB per slot); %s"
+                               % (size, breakdown["pool_budget_bytes"] / GIB, per_req / MIB,
+                                  "SGLang 0.5.9 cannot allocate it" if legacy else "SGLang raises 'Not enough GPU memory "
+                                  "for hybrid (mamba/linear-attention) state cache'"))
             return plan
 
-    target_cell, draft_cell = kv_cell_bytes(dims, tp, dtype_bytes(resolved["kv_cache_dtype"], dtype_bytes(
-        dims["weight_dtype"] if dims["weight_dtype"] not in ("fp8",) else "bfloat16")), dims["mtp_layers"] if speculative else 0)
+    kv_dtype = dtype_bytes(resolved["kv_cache_dtype"], dtype_bytes(
+        dims["weight_dtype"] if dims["weight_dtype"] not in ("fp8",) else "bfloat16"))
+    # 0.5.9's draft has a KV pool of its own, sized after the target's.
+    target_cell, draft_cell = kv_cell_bytes(dims, tp, kv_dtype, dims["mtp_layers"] if speculative and not legacy else 0)
     cell = target_cell + draft_cell
     page = resolved["page_size"]
     tokens = int(max(rest, 0) // cell) // page * page if cell else 0
     if resolved["max_total_tokens"]:
         tokens = min(tokens, resolved["max_total_tokens"])
+        if legacy:
+            tokens = tokens // page * page  # 0.5.9 rounds to pages after the cap
     breakdown.update({"kv_cell_bytes": target_cell, "kv_draft_cell_bytes": draft_cell, "kv_bytes": tokens * cell,
                       "free_after_pools_bytes": int(pre - target_weights - draft_weights - breakdown["mamba_state_bytes"]
                                                     - breakdown["mamba_intermediate_bytes"] - tokens * cell)})
     result_pools["max_total_num_tokens"] = tokens
     if tokens <= 0:
         plan["binding"] = POOL_KV
-        reasons.append("kv: no token fits the KV pool (SGLang: 'Not enough memory. Please try to increase "
-                       "--mem-fraction-static')")
+        reasons.append("kv: no token fits the KV pool (SGLang%s: 'Not enough memory. Please try to increase "
+                       "--mem-fraction-static%s')" % ((" 0.5.9", ".") if legacy else ("", "")))
         return plan
 
-    # resolve_max_num_reqs: the request cap, the token cap (half the pool), the state-pool cap.
-    estimated = max(min(int(tokens / float(resolved["context_length"]) * 512), 4096), 2048)
-    running = min(max(1, requests), tokens // 2) if requests else min(estimated, tokens // 2)
-    mamba_cap = None
-    if dims["linear"]:
-        mamba_cap = result_pools["max_mamba_cache_size"] // breakdown["mamba_slots_per_request"]
-        running = min(running, mamba_cap)
+    running, mamba_cap = _running_requests(resolved, tokens, size if dims["linear"] else None,
+                                           breakdown["mamba_slots_per_request"], legacy)
     result_pools["max_running_requests"] = running
     if running <= 0:
         plan["binding"] = POOL_MAMBA
-        reasons.append("mamba: %d state slots serve no request at %d slots per request (SGLang: 'Hybrid "
-                       "(mamba/linear-attention) state cache is too small to serve any requests')"
-                       % (int(result_pools["max_mamba_cache_size"]), breakdown["mamba_slots_per_request"]))
+        reasons.append("mamba: %d state slots serve no request at %d slots per request (%s)"
+                       % (int(size), breakdown["mamba_slots_per_request"],
+                          "SGLang 0.5.9 caps max_running_requests to 0" if legacy else "SGLang: 'Hybrid "
+                          "(mamba/linear-attention) state cache is too small to serve any requests'"))
         return plan
 
-    # The running server: fits only without a silent cut and with room for graphs, activations and one long request.
+    # SGLang starts. What it serves of the request: every running request, and one request of the full context.
     limits = {
         POOL_RESERVE: slack / float(reserve * MIB) if reserve else float("inf"),
         POOL_KV: tokens / float(resolved["context_length"]),
     }
     if requests:
         limits[POOL_MAMBA] = (mamba_cap / float(requests)) if mamba_cap is not None else float("inf")
-        limits["kv_requests"] = (tokens // 2) / float(requests)
+        if not legacy:
+            limits["kv_requests"] = (tokens // 2) / float(requests)
     plan["limits"] = {key: round(value, 4) for key, value in limits.items() if value != float("inf")}
     if slack < reserve * MIB:
         # A heuristic, not a limit: SGLang's default is conservative, and public runs above it start fine.
@@ -421,101 +516,125 @@ def plan_memory(dims, weights, gpu, flags, measured=None):
                         "activations and CUDA graphs (mem_fraction_static %.3f > default %.3f); CUDA graph capture or a "
                         "long prefill may run out of memory" % (slack / GIB, reserve / 1024.0, fraction, default_fraction))
     if requests and mamba_cap is not None and mamba_cap < requests:
-        reasons.append("mamba: the state pool (%d slots, %d per request) serves %d of max_running_requests=%d; SGLang "
-                       "would cap it ('max_running_requests is capped to %d by the mamba state cache')"
-                       % (int(result_pools["max_mamba_cache_size"]), breakdown["mamba_slots_per_request"], mamba_cap,
-                          int(requests), mamba_cap))
-    if requests and tokens // 2 < requests:
-        reasons.append("kv: %d tokens serve %d of max_running_requests=%d" % (tokens, tokens // 2, int(requests)))
+        shortfalls.append("mamba: the state pool (%d slots, %d per request) serves %d of max_running_requests=%d; %s"
+                          % (int(size), breakdown["mamba_slots_per_request"], mamba_cap, int(requests),
+                             "SGLang 0.5.9 caps max_running_requests to %d" % mamba_cap if legacy else
+                             "SGLang would cap it ('max_running_requests is capped to %d by the mamba state cache')"
+                             % mamba_cap))
+    if requests and not legacy and tokens // 2 < requests:
+        shortfalls.append("kv: %d tokens serve %d of max_running_requests=%d" % (tokens, tokens // 2, int(requests)))
     if tokens < resolved["context_length"]:
-        reasons.append("kv: %d tokens cannot hold one request of context_length=%d"
-                       % (tokens, int(resolved["context_length"])))
-    plan["fits"] = not reasons
-    order = [POOL_MAMBA, POOL_KV]
-    failing = [name for name in order if any(reason.startswith(name + ":") for reason in reasons)]
-    if failing:
-        plan["binding"] = failing[0]
+        shortfalls.append("kv: %d tokens %s=%d" % (tokens, CONTEXT_SHORTFALL, int(resolved["context_length"])))
+    plan["fits"] = True
+    plan["serves_requested"] = not shortfalls
+    short = [name for name in (POOL_MAMBA, POOL_KV) if any(text.startswith(name + ":") for text in shortfalls)]
+    if short:
+        plan["binding"] = short[0]
     else:
         tight = {name: value for name, value in limits.items() if name in (POOL_RESERVE, POOL_MAMBA, POOL_KV)}
         plan["binding"] = min(tight, key=tight.get)
     return plan
 
 
+def _running_requests(resolved, tokens, mamba_size, slots, legacy):
+    """(max_running_requests, state-pool cap or None). 0.5.23: KVCacheConfigurator.resolve_max_num_reqs (the request
+    cap, half the KV pool, the state pool); 0.5.9: model_runner.py init_memory_pool (the request cap, the state pool)."""
+    requests = resolved["max_running_requests"]
+    estimated = max(min(int(tokens / float(resolved["context_length"]) * 512), 4096), 2048)
+    if legacy:
+        running = requests if requests else estimated
+    else:
+        running = min(max(1, requests), tokens // 2) if requests else min(estimated, tokens // 2)
+    mamba_cap = None
+    if mamba_size is not None:
+        mamba_cap = mamba_size // slots
+        running = min(running, mamba_cap)
+    return running, mamba_cap
+
+
 # ---- suggestions -----------------------------------------------------------------------------------------------------
 
-def _replan(dims, weights, gpu, flags, measured, **changes):
+def _replan(dims, weights, gpu, flags, measured, arithmetic, **changes):
     changed = dict(flags)
     changed.update(changes)
-    return plan_memory(dims, weights, gpu, changed, measured)
+    return plan_memory(dims, weights, gpu, changed, measured, arithmetic)
 
 
 def _serves_requests(plan):
-    """True when SGLang starts and no pool cuts max_running_requests (the context criterion aside)."""
-    if plan["pools"]["max_running_requests"] <= 0:
-        return False
-    return not any(reason.startswith(prefix) for reason in plan["reasons"]
-                   for prefix in ("weights:", "mamba:", "kv: %d tokens serve" % plan["pools"]["max_total_num_tokens"]))
+    """True when SGLang starts and no pool cuts max_running_requests (the context shortfall aside)."""
+    return plan["fits"] and not any(CONTEXT_SHORTFALL not in text for text in plan["shortfalls"])
 
 
-def suggest(dims, weights, gpu, flags, measured=None, plan=None):
-    """What would make a configuration fit, each knob tried with the other flags unchanged.
+def suggest(dims, weights, gpu, flags, measured=None, plan=None, arithmetic=None):
+    """What would make a configuration serve what was requested, each knob tried with the other flags unchanged.
 
-    Returns ``max_running_requests`` (the largest the pools serve), ``mamba_full_memory_ratio`` (the smallest ratio,
-    in steps of 0.05, at which the state pool serves every configured request), ``mamba_ssm_dtype`` (``bfloat16``
-    when halving the SSM state lets the pools serve every request), ``context_length`` (the largest context the KV
-    pool holds with the suggested max_running_requests) and ``fits_with``: a set of changes that together fit
-    (checked by planning it), or None.
+    Empty (all None) when the plan already serves what was requested. Returns ``max_running_requests`` (the largest the
+    pools serve), ``mamba_full_memory_ratio`` (the smallest ratio, in steps of 0.05, at which the state pool serves
+    every configured request), ``mamba_ssm_dtype`` (``bfloat16`` when halving the SSM state lets the pools serve every
+    request), ``context_length`` (the largest context the KV pool holds with the suggested max_running_requests) and
+    ``fits_with``: a set of changes with which the plan serves what was requested (checked by planning it), or None.
+    ``arithmetic`` defaults to the plan's, else to SGLANG_VERSION.
     """
-    plan = plan or plan_memory(dims, weights, gpu, flags, measured)
+    arithmetic = arithmetic or (plan["sglang_version"] if plan else SGLANG_VERSION)
+    plan = plan or plan_memory(dims, weights, gpu, flags, measured, arithmetic)
     suggestions = {"max_running_requests": None, "mamba_full_memory_ratio": None, "mamba_ssm_dtype": None,
                    "context_length": None, "fits_with": None}
-    if plan["fits"]:
+    if plan["serves_requested"]:
         return suggestions
     requested = plan["resolved"]["max_running_requests"] or 1
     for candidate in range(requested, 0, -1):
-        if _serves_requests(_replan(dims, weights, gpu, flags, measured, max_running_requests=candidate)):
+        if _serves_requests(_replan(dims, weights, gpu, flags, measured, arithmetic, max_running_requests=candidate)):
             suggestions["max_running_requests"] = candidate
             break
     if dims["linear"]:
         for hundredths in range(5, 2001, 5):
             ratio = hundredths / 100.0
-            if _serves_requests(_replan(dims, weights, gpu, flags, measured, mamba_full_memory_ratio=ratio)):
+            if _serves_requests(_replan(dims, weights, gpu, flags, measured, arithmetic, mamba_full_memory_ratio=ratio)):
                 suggestions["mamba_full_memory_ratio"] = ratio
                 break
         if dtype_bytes(flags.get("mamba_ssm_dtype") or dims["linear"]["ssm_dtype"], 4) > 2 and _serves_requests(
-                _replan(dims, weights, gpu, flags, measured, mamba_ssm_dtype="bfloat16")):
+                _replan(dims, weights, gpu, flags, measured, arithmetic, mamba_ssm_dtype="bfloat16")):
             suggestions["mamba_ssm_dtype"] = "bfloat16"
     changes = {}
     if suggestions["max_running_requests"] is not None and suggestions["max_running_requests"] != requested:
         changes["max_running_requests"] = suggestions["max_running_requests"]
-    base = _replan(dims, weights, gpu, flags, measured, **changes)
+    base = _replan(dims, weights, gpu, flags, measured, arithmetic, **changes)
     tokens = base["pools"]["max_total_num_tokens"]
     if tokens and tokens < base["resolved"]["context_length"]:
         suggestions["context_length"] = tokens
         changes["context_length"] = tokens
-    if changes and _replan(dims, weights, gpu, flags, measured, **changes)["fits"]:
+    if changes and _replan(dims, weights, gpu, flags, measured, arithmetic, **changes)["serves_requested"]:
         suggestions["fits_with"] = changes
     return suggestions
 
 
 def summary_line(plan, suggestions=None):
-    """One sentence: the verdict, the pools per rank and, when it does not fit, the first reason and the suggestions."""
+    """One sentence: the verdict, the pools per rank, the first reason (or shortfall) and the suggestions.
+
+    The verdict is ``fits`` (starts and serves what was requested), ``fits (starts), but <first shortfall>`` or
+    ``does not fit``.
+    """
     pools, breakdown = plan["pools"], plan["breakdown"]
-    text = "%s: weights %.2f GiB + draft %.2f GiB, mamba %s slots (%.2f GiB + %.2f GiB intermediate), KV %d tokens " \
-           "(%.2f GiB), max_running_requests %d, mem_fraction_static %.3f" % (
-               "fits" if plan["fits"] else "does not fit", breakdown["target_weights_bytes"] / GIB,
-               breakdown["draft_weights_bytes"] / GIB, pools["max_mamba_cache_size"], breakdown["mamba_state_bytes"] / GIB,
-               breakdown["mamba_intermediate_bytes"] / GIB, pools["max_total_num_tokens"], breakdown["kv_bytes"] / GIB,
-               pools["max_running_requests"], breakdown["mem_fraction_static"])
+    figures = "weights %.2f GiB + draft %.2f GiB, mamba %s slots (%.2f GiB + %.2f GiB intermediate), KV %d tokens " \
+              "(%.2f GiB), max_running_requests %d, mem_fraction_static %.3f" % (
+                  breakdown["target_weights_bytes"] / GIB, breakdown["draft_weights_bytes"] / GIB,
+                  pools["max_mamba_cache_size"], breakdown["mamba_state_bytes"] / GIB,
+                  breakdown["mamba_intermediate_bytes"] / GIB, pools["max_total_num_tokens"], breakdown["kv_bytes"] / GIB,
+                  pools["max_running_requests"], breakdown["mem_fraction_static"])
     if not plan["fits"]:
-        text += "; binding %s: %s" % (plan["binding"], plan["reasons"][0])
-        together = (suggestions or {}).get("fits_with")
-        if together:
-            text += "; fits with " + ", ".join("%s=%s" % item for item in sorted(together.items()))
-        single = ["%s=%s" % (key, value) for key, value in sorted((suggestions or {}).items())
-                  if value is not None and key not in ("fits_with", "context_length")]
-        if single:
-            text += "; the state pool serves every request with " + " or ".join(single)
+        text = "does not fit: %s; binding %s: %s" % (figures, plan["binding"], plan["reasons"][0])
+    elif plan["shortfalls"]:
+        text = "fits (starts), but %s; %s" % (plan["shortfalls"][0], figures)
+    else:
+        return "fits: " + figures
+    together = (suggestions or {}).get("fits_with")
+    if together:
+        text += "; %s with " % ("serves every request" if plan["fits"] else "fits") + ", ".join(
+            "%s=%s" % item for item in sorted(together.items()))
+    single = ["%s=%s" % (key, value) for key, value in sorted((suggestions or {}).items())
+              if value is not None and key not in ("fits_with", "context_length")]
+    if single:
+        text += "; the state pool serves every request with " + " or ".join(single)
     return text
 
 

@@ -8,19 +8,24 @@ DOCUMENTATION = r"""
 module: sglang_memory_plan
 short_description: Plan SGLang's GPU memory (weights, KV pool, hybrid state pool) before the server starts
 description:
-  - Does the arithmetic SGLang 0.5.23 does at start, per tensor-parallel rank, from the model's C(config.json) (and
+  - Does the arithmetic SGLang does at start, per tensor-parallel rank, from the model's C(config.json) (and
     C(model.safetensors.index.json) for the exact weight bytes when present), the GPUs and the server's flags, and
-    says whether the configuration fits before a multi-minute start with CUDA graph capture finds out.
+    says whether the server starts and whether it serves what was asked before a multi-minute start with CUDA graph
+    capture finds out. O(arithmetic) picks the release whose sizing is followed, SGLang 0.5.23 or 0.5.9.
   - "Hybrid models (Qwen3-Next, Qwen3.5/3.6: Gated DeltaNet layers with a fixed state per request next to
     full-attention layers) get a state pool next to the KV pool: its slots per running request (3, plus 2 tracking
     slots with the C(extra_buffer) cache strategy and the overlap schedule), the speculative draft's intermediate state
     and the MTP draft's KV layer are counted as SGLang counts them. Dense models get the KV pool only."
-  - "It fits when SGLang would start, no pool cuts C(max_running_requests) of O(flags) (SGLang only logs
-    C(max_running_requests is capped) and serves fewer) and the KV pool holds one request of the context length. Less
-    memory outside the static pools than the activation and CUDA graph reserve of SGLang's default is a warning."
-  - Returns the breakdown, the binding constraint and suggestions (the largest C(max_running_requests) the pools serve,
-    the smallest C(mamba_full_memory_ratio) that serves every request, C(mamba_ssm_dtype=bfloat16), the context length
-    the KV pool holds), and a set of changes that together fit.
+  - "Two verdicts. RV(fits): SGLang would start (RV(reasons) names what stops it: the weights leave no room, a state
+    pool of no slots, a KV pool of no tokens, no request served). RV(serves_requested): it starts and has no
+    RV(shortfalls) - no pool cuts C(max_running_requests) of O(flags) (SGLang only logs that it caps it and serves
+    fewer) and the KV pool holds one request of the context length. O(require) says which of the two is the
+    RV(verdict). Less memory outside the static pools than the activation and CUDA graph reserve of SGLang's default
+    is a warning."
+  - When the plan does not serve what was asked, returns suggestions (the largest C(max_running_requests) the pools
+    serve, the smallest C(mamba_full_memory_ratio) that serves every request, C(mamba_ssm_dtype=bfloat16), the
+    context length the KV pool holds) and a set of changes with which it serves what was asked; always the breakdown
+    and the binding constraint.
   - Needs no GPU; runs on the controller (give O(config)) or on the target (give O(model_path)).
 version_added: 0.2.0
 author:
@@ -66,8 +71,28 @@ options:
         C(language_only)). Omitted or null flags take SGLang's defaults for this GPU and model.
     type: dict
     default: {}
+  require:
+    description:
+      - What the plan must show for RV(verdict) to be true.
+      - V(start) - SGLang would start (RV(fits)), whatever it cuts from the request.
+      - V(requested) - SGLang would start and serve what was asked (RV(serves_requested)), every one of
+        C(max_running_requests) and one request of the full context length.
+    type: str
+    choices: [start, requested]
+    default: start
+  arithmetic:
+    description:
+      - The SGLang release whose memory arithmetic the plan follows.
+      - V(0.5.23) - the state pool is solved jointly with the draft's intermediate state, which is sized from the
+        requests the pool serves, plus a padding slot; the draft's weights and KV layers are counted before the pools.
+      - V(0.5.9) - the draft's intermediate state is sized from C(max_running_requests) and taken off the budget first;
+        the draft's weights load after the pools (out of the memory outside them), its KV pool is separate, and there
+        is no multimodal reservation. Releases in between changed this in steps and are not modelled one by one.
+    type: str
+    choices: ["0.5.23", "0.5.9"]
+    default: "0.5.23"
   fail_on_no_fit:
-    description: Fail the task, with the numbers and the suggestions, when the plan does not fit.
+    description: Fail the task, with the numbers and the suggestions, when the requirement of O(require) is not met.
     type: bool
     default: false
   startup_log:
@@ -84,10 +109,10 @@ extends_documentation_fragment:
   - llmops.serving.attributes.read_only
 notes:
   - The weights are estimated from C(config.json) unless the safetensors index gives the exact total; the draft's
-    unfreed C(embed_tokens)/C(lm_head) copies are counted (sgl-project/sglang#36452). Compare the plan with the
+    unfreed C(embed_tokens)/C(lm_head) copies are counted with its weights (sgl-project/sglang#36452). Compare the plan with the
     server's own figures after a start (M(llmops.serving.sglang_ready) and the verification summary do).
-  - Each step cites the SGLang function it mirrors in C(plugins/module_utils/memory_plan.py); another SGLang version can
-    size its pools differently.
+  - Each step cites the SGLang function it mirrors in C(plugins/module_utils/memory_plan.py); SGLang releases other than
+    the two of O(arithmetic) can size their pools differently.
 seealso:
   - name: SGLang hybrid model memory
     description: SGLang's documentation of C(--mamba-full-memory-ratio), C(--max-mamba-cache-size) and C(--mamba-ssm-dtype).
@@ -107,8 +132,17 @@ EXAMPLES = r"""
       speculative_num_steps: 3
       speculative_eagle_topk: 1
       speculative_num_draft_tokens: 4
+    require: requested
     fail_on_no_fit: true
   register: memory_plan
+
+- name: Would it start under the SGLang 0.5.9 that is installed?
+  llmops.serving.sglang_memory_plan:
+    model_path: /srv/models/Qwen3.6-27B
+    gpu_count: 2
+    arithmetic: "0.5.9"
+    flags: {tp_size: 2, max_running_requests: 48, mamba_full_memory_ratio: 0.9, speculative_algorithm: NEXTN}
+  register: memory_plan_0_5_9
 
 - name: What would 2 x 80 GB allow? (on the controller)
   llmops.serving.sglang_memory_plan:
@@ -120,25 +154,46 @@ EXAMPLES = r"""
 
 RETURN = r"""
 fits:
-  description: Whether SGLang starts with these flags and serves them as configured.
+  description: Whether SGLang would start with these flags (RV(reasons) is empty).
+  returned: always
+  type: bool
+  sample: true
+serves_requested:
+  description: Whether SGLang would start and serve what was asked (RV(fits) and RV(shortfalls) is empty).
   returned: always
   type: bool
   sample: false
+verdict:
+  description: The verdict O(require) asks for - RV(fits) for V(start), RV(serves_requested) for V(requested).
+  returned: always
+  type: bool
+  sample: true
 binding:
   description:
-    - The constraint that does not fit (the first in the order C(weights), C(mamba), C(kv)), or, when all fit, the one
-      closest to its limit (C(activation_reserve), C(mamba) or C(kv)).
+    - The pool that stops the start (the first in the order C(weights), C(mamba), C(kv)), else the first pool with a
+      shortfall (C(mamba), C(kv)), else the one closest to its limit (C(activation_reserve), C(mamba) or C(kv)).
   returned: always
   type: str
   sample: mamba
 reasons:
-  description: One sentence per constraint that does not fit, with the numbers; empty when it fits.
+  description: What stops SGLang from starting, one sentence with the numbers, prefixed with the pool; empty when it fits.
+  returned: always
+  type: list
+  elements: str
+  sample: ["mamba: the draft's intermediate state for 48 requests x 4 draft tokens (13.76 GiB) leaves no state pool ..."]
+shortfalls:
+  description:
+    - What a server that starts cuts from the request, one sentence each, prefixed with the pool - the state pool or
+      the KV pool serves fewer than C(max_running_requests), the KV pool cannot hold one request of the context
+      length. Empty when it serves what was asked, and when it does not start.
   returned: always
   type: list
   elements: str
   sample: ["mamba: the state pool (18 slots, 5 per request) serves 3 of max_running_requests=16; ..."]
 summary:
-  description: One line with the verdict, the pools and, when it does not fit, the first reason and the suggestions.
+  description:
+    - One line with the verdict - C(fits), "fits (starts), but" with the first shortfall, or C(does not fit) with the
+      first reason - the pools and, when it does not serve what was asked, the suggestions.
   returned: always
   type: str
 pools:
@@ -165,8 +220,11 @@ breakdown:
       C(mamba_slots_per_request), C(kv_cell_bytes), C(kv_draft_cell_bytes).
   returned: always
   type: dict
-warnings:
-  description: Risks that do not refuse the plan (less memory outside the static pools than SGLang's default reserve).
+plan_warnings:
+  description:
+    - Risks that do not refuse the plan - less memory outside the static pools than SGLang's default reserve
+      (C(activation_reserve)); with O(arithmetic=0.5.9), draft weights that with that reserve exceed the memory outside
+      the static pools, where 0.5.9 loads them (C(draft_weights)).
   returned: always
   type: list
   elements: str
@@ -178,7 +236,8 @@ limits:
 suggestions:
   description:
     - C(max_running_requests), C(mamba_full_memory_ratio), C(mamba_ssm_dtype), C(context_length) (null where no value
-      helps) and C(fits_with), a set of flag changes that together fit (null when none was found).
+      helps, all null when the plan serves what was asked) and C(fits_with), a set of flag changes with which SGLang
+      starts and serves what was asked (null when none was found).
   returned: always
   type: dict
 resolved:
@@ -208,7 +267,7 @@ comparison:
   type: dict
   sample: {"max_mamba_cache_size": {"planned": 125, "actual": 124, "error": 1, "relative_error": 0.0081}}
 sglang_version:
-  description: The SGLang version whose arithmetic the plan follows.
+  description: The SGLang version whose arithmetic the plan follows (O(arithmetic)).
   returned: always
   type: str
   sample: 0.5.23
@@ -262,15 +321,17 @@ def run(params, config, index, gpu):
     parsed_index = model_config.parse_safetensors_index(index) if index else None
     weights = model_config.weight_bytes(dims, parsed_index)
     flags = {key: value for key, value in (params["flags"] or {}).items() if value is not None}
-    plan = memory_plan.plan_memory(dims, weights, gpu, flags)
+    plan = memory_plan.plan_memory(dims, weights, gpu, flags, arithmetic=params["arithmetic"])
     suggestions = memory_plan.suggest(dims, weights, gpu, flags, plan=plan)
     model = {key: dims[key] for key in ("architecture", "num_layers", "hidden_size", "num_kv_heads", "head_dim",
                                         "mtp_layers", "context_length", "is_multimodal")}
     model.update({"full_attention_layers": len(dims["full_attention_layers"]),
                   "linear_attention_layers": len(dims["linear_attention_layers"]),
                   "linear": dims["linear"], "weights": weights})
-    return {"changed": False, "fits": plan["fits"], "binding": plan["binding"], "reasons": plan["reasons"],
-            "warnings": plan["warnings"],
+    verdict = plan["serves_requested"] if params["require"] == "requested" else plan["fits"]
+    return {"changed": False, "fits": plan["fits"], "serves_requested": plan["serves_requested"], "verdict": verdict,
+            "binding": plan["binding"], "reasons": plan["reasons"], "shortfalls": plan["shortfalls"],
+            "plan_warnings": plan["warnings"],
             "summary": memory_plan.summary_line(plan, suggestions), "pools": plan["pools"],
             "breakdown": plan["breakdown"], "limits": plan["limits"], "suggestions": suggestions,
             "resolved": plan["resolved"], "model": model, "gpu": gpu, "sglang_version": plan["sglang_version"]}
@@ -287,6 +348,8 @@ def main():
             nvidia_smi_path=dict(type="path", default="nvidia-smi"),
             cuda_context_mib=dict(type="int", default=memory_plan.DEFAULT_CUDA_CONTEXT_MIB),
             flags=dict(type="dict", default={}),
+            require=dict(type="str", choices=["start", "requested"], default="start"),
+            arithmetic=dict(type="str", choices=list(memory_plan.ARITHMETICS), default=memory_plan.SGLANG_VERSION),
             fail_on_no_fit=dict(type="bool", default=False),
             startup_log=dict(type="path"),
             log_offset=dict(type="int", default=0),
@@ -330,8 +393,9 @@ def main():
         result["actual"] = actual
         result["comparison"] = memory_plan.compare_with_startup(
             {"pools": result["pools"], "breakdown": result["breakdown"]}, actual)
-    if params["fail_on_no_fit"] and not result["fits"]:
-        module.fail_json(msg="the SGLang server does not fit its GPUs: %s" % result["summary"], **result)
+    if params["fail_on_no_fit"] and not result["verdict"]:
+        what = "does not fit its GPUs" if not result["fits"] else "starts but does not serve what was asked"
+        module.fail_json(msg="the SGLang server %s: %s" % (what, result["summary"]), **result)
     module.exit_json(**result)
 
 

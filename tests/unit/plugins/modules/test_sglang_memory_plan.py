@@ -31,25 +31,64 @@ def staged(tmp_path, index=None):
     return str(model)
 
 
-def test_seed_configuration_is_reported_and_fails_only_when_asked(tmp_path):
-    args = {"model_path": staged(tmp_path), "gpu_memory_mib": 49140, "gpu_count": 2,
-            "flags": dict(MTP, max_running_requests=48, mamba_full_memory_ratio=0.9)}
-    result, failed = run_module(sglang_memory_plan.main, args, check_mode=True)
-    assert not failed and result["changed"] is False and result["fits"] is False
-    assert result["binding"] == "mamba" and result["pools"]["max_mamba_cache_size"] == 26
+SEED_48 = dict(MTP, max_running_requests=48, mamba_full_memory_ratio=0.9)
+
+
+def test_seed_under_0_5_23_starts_and_fails_only_when_the_requirement_is_not_met(tmp_path):
+    args = {"model_path": staged(tmp_path), "gpu_memory_mib": 49140, "gpu_count": 2, "flags": SEED_48}
+    result, failed = run_module(sglang_memory_plan.main, args)
+    assert not failed and result["changed"] is False and result["sglang_version"] == "0.5.23"
+    assert (result["fits"], result["serves_requested"], result["verdict"]) == (True, False, True)
+    assert result["reasons"] == [] and result["binding"] == "mamba" and result["pools"]["max_mamba_cache_size"] == 26
+    assert result["shortfalls"][0].startswith("mamba: the state pool (26 slots, 5 per request) serves 5 of "
+                                              "max_running_requests=48")
     assert result["suggestions"]["fits_with"] == {"max_running_requests": 5, "context_length": 135313}
     assert result["model"]["weights"]["source"].startswith("estimated from config.json")
     result, failed = run_module(sglang_memory_plan.main, dict(args, fail_on_no_fit=True))
-    assert failed and result["msg"].startswith("the SGLang server does not fit its GPUs: does not fit: weights 25.47 GiB")
-    assert "binding mamba" in result["msg"] and result["pools"]["max_running_requests"] == 5
+    assert not failed and result["verdict"] is True                       # require: start - it starts
+    result, failed = run_module(sglang_memory_plan.main, dict(args, require="requested"))
+    assert not failed and (result["fits"], result["verdict"]) == (True, False)
+    result, failed = run_module(sglang_memory_plan.main, dict(args, require="requested", fail_on_no_fit=True))
+    assert failed and result["msg"].startswith(
+        "the SGLang server starts but does not serve what was asked: fits (starts), but mamba: the state pool (26 slots")
+    assert result["shortfalls"] and result["pools"]["max_running_requests"] == 5
+
+
+def test_seed_under_0_5_9_does_not_start(tmp_path):
+    args = {"config": CONFIG, "gpu_memory_mib": 49140, "gpu_count": 2, "flags": SEED_48, "arithmetic": "0.5.9"}
+    result, failed = run_module(sglang_memory_plan.main, args)
+    assert not failed and result["sglang_version"] == "0.5.9"
+    assert (result["fits"], result["serves_requested"], result["verdict"], result["shortfalls"]) == (False, False, False, [])
+    assert result["reasons"][0].startswith("mamba: the draft's intermediate state for 48 requests x 4 draft tokens "
+                                           "(13.76 GiB) leaves no state pool")
+    assert result["suggestions"]["fits_with"] == {"max_running_requests": 12, "context_length": 129477}
+    for require in ("start", "requested"):
+        result, failed = run_module(sglang_memory_plan.main, dict(args, require=require, fail_on_no_fit=True))
+        assert failed and result["msg"].startswith("the SGLang server does not fit its GPUs: does not fit: weights 25.47 GiB")
+        assert "binding mamba: mamba: the draft's intermediate state" in result["msg"]
+    result, failed = run_module(sglang_memory_plan.main, dict(args, arithmetic="0.5.10"))
+    assert failed and "value of arithmetic must be one of: 0.5.23, 0.5.9, got: 0.5.10" in result["msg"]
+    result, failed = run_module(sglang_memory_plan.main, dict(args, require="serves"))
+    assert failed and "value of require must be one of: start, requested, got: serves" in result["msg"]
+
+
+def test_check_mode_plans_the_same(tmp_path):
+    args = {"config": CONFIG, "gpu_memory_mib": 49140, "gpu_count": 2, "arithmetic": "0.5.9", "require": "requested",
+            "flags": dict(MTP, max_running_requests=16, mamba_full_memory_ratio=0.5)}
+    checked, failed = run_module(sglang_memory_plan.main, args, check_mode=True)
+    assert not failed and checked["changed"] is False
+    assert (checked["fits"], checked["serves_requested"], checked["verdict"]) == (True, False, False)
+    assert checked["pools"] == {"max_mamba_cache_size": 29, "max_total_num_tokens": 138873, "max_running_requests": 7}
+    applied, failed = run_module(sglang_memory_plan.main, args)
+    assert not failed and applied == checked
 
 
 def test_index_and_fitting_plan(tmp_path):
     index = {"metadata": {"total_size": 55_560_000_000}, "weight_map": {"mtp.fc.weight": "a", "model.visual.x": "b"}}
-    args = {"model_path": staged(tmp_path, index), "gpu_memory_mib": 49140,
+    args = {"model_path": staged(tmp_path, index), "gpu_memory_mib": 49140, "require": "requested", "fail_on_no_fit": True,
             "flags": dict(MTP, max_running_requests=4, mamba_full_memory_ratio=0.9, context_length=65536, cuda_graph_max_bs=None)}
     result, failed = run_module(sglang_memory_plan.main, args)
-    assert not failed and result["fits"], result["reasons"]
+    assert not failed and result["fits"] and result["serves_requested"] and result["verdict"], result["shortfalls"]
     assert result["model"]["weights"]["total"] == 55_560_000_000 and result["summary"].startswith("fits:")
 
 
