@@ -12,7 +12,7 @@ import uuid
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from sglang_sim import SIMULATED_SGLANG_VERSION, logfmt, sampling
+from sglang_sim import SIMULATED_SGLANG_VERSION, logfmt, request_log, sampling
 from sglang_sim.scheduler import THINK_CLOSE, THINK_OPEN
 
 AUTH_EXEMPT_PREFIXES = ("/health", "/metrics", "/ready")
@@ -31,6 +31,7 @@ class ServerState:
         self.status = "Starting"
         self.gracefully_exit = False
         self.created = int(time.time())
+        self.request_log = request_log.RequestLogger(args, knobs.generation_config)
 
     def server_info(self) -> dict:
         info = dict(self.args)
@@ -183,10 +184,12 @@ class Handler(BaseHTTPRequestHandler):
 
     # ---- endpoints ----------------------------------------------------------------------------------------------
     def health(self):
+        self.state.request_log.log_health_check(self.path, self.state.status, self.state.gracefully_exit, self.headers)
         ok = self.state.status == "Up" and not self.state.gracefully_exit
         self._send(200 if ok else 503)
 
     def health_generate(self):
+        self.state.request_log.log_health_check(self.path, self.state.status, self.state.gracefully_exit, self.headers)
         if self.state.status != "Up" or self.state.gracefully_exit:
             self._send(503)
             return
@@ -240,6 +243,7 @@ class Handler(BaseHTTPRequestHandler):
         if max_new is not None and (not isinstance(max_new, int) or max_new < 1):
             self._send(400, _error("max_tokens must be a positive integer."))
             return
+        self.state.request_log.log_chat(body, self.headers)
         request = self._generate(body, max_new)
         if request is None or not request.done.is_set():
             self._send(503, _error("The server is not ready.", 503))
@@ -287,6 +291,7 @@ class Handler(BaseHTTPRequestHandler):
         if body is None:
             self._send(400, _error("The request body is not a JSON object."))
             return
+        self.state.request_log.log_generate(body, self.headers)
         params = body.get("sampling_params") or {}
         text = body.get("text") or ""
         # tokenizer_manager.py: {**preferred_sampling_params, **obj.sampling_params} - the server's values fill the keys
@@ -314,6 +319,7 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(max_new, int) or max_new < 1:
             self._send(400, _error("max_tokens must be a positive integer."))
             return
+        self.state.request_log.log_completion(body, self.headers)
         chat_like = {"messages": [{"role": "user", "content": body["prompt"]}], "chat_template_kwargs": {"enable_thinking": False}}
         request = self._generate(chat_like, max_new, sampling.completion_sampling(body))
         if request is None or not request.done.is_set():

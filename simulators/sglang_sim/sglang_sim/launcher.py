@@ -142,6 +142,10 @@ class Launcher:
         logfmt.log_access(client, "GET /model_info HTTP/1.1", 200, "OK")
         request = scheduler.build_request({"messages": [{"role": "user", "content": "The capital city of France is"}],
                                            "chat_template_kwargs": {"enable_thinking": False}}, 8, False)
+        # http_server.py: _execute_server_warmup posts this body to /generate (no image understanding), so with
+        # --log-requests the warm-up is the first request logged.
+        self.state.request_log.log_generate({"text": "The capital city of France is",
+                                             "sampling_params": {"temperature": 0, "max_new_tokens": 8}})
         scheduler.submit(request)
         remaining = self.knobs.startup_seconds * (1 - startup.PHASES["ready"])
         deadline = time.time() + max(0.0, remaining)
