@@ -123,6 +123,52 @@ class PlanInputError(ValueError):
     """A flag or GPU figure the plan cannot work with."""
 
 
+# The type of each flag's value: inventories and `-e name=value` hand numbers and booleans over as strings.
+FLAG_TYPES = {
+    "tp_size": int, "mem_fraction_static": float, "max_running_requests": int, "mamba_full_memory_ratio": float,
+    "mamba_radix_cache_strategy": str, "mamba_ssm_dtype": str, "max_mamba_cache_size": int,
+    "disable_radix_cache": bool, "disable_overlap_schedule": bool, "context_length": int, "kv_cache_dtype": str,
+    "speculative_algorithm": str, "speculative_num_steps": int, "speculative_eagle_topk": int,
+    "speculative_num_draft_tokens": int, "chunked_prefill_size": int, "cuda_graph_max_bs": int,
+    "disable_cuda_graph": bool, "max_total_tokens": int, "page_size": int, "language_only": bool,
+}
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
+
+
+def coerce_flags(flags):
+    """``flags`` with each value converted to its flag's type (None stays None); PlanInputError names a bad one."""
+    coerced = {}
+    for name, value in (flags or {}).items():
+        kind = FLAG_TYPES.get(name)
+        if kind is None:
+            raise PlanInputError("unknown flag(s) for the plan: %s" % name)
+        if value is None or (isinstance(value, str) and value.strip() == "" and kind is not str):
+            coerced[name] = None
+            continue
+        try:
+            if kind is bool:
+                if isinstance(value, bool):
+                    coerced[name] = value
+                elif str(value).strip().lower() in _TRUE + _FALSE:
+                    coerced[name] = str(value).strip().lower() in _TRUE
+                else:
+                    raise ValueError(value)
+            elif kind is int:
+                if isinstance(value, bool) or float(value) != int(float(value)):
+                    raise ValueError(value)
+                coerced[name] = int(float(value))
+            elif kind is float:
+                if isinstance(value, bool):
+                    raise ValueError(value)
+                coerced[name] = float(value)
+            else:
+                coerced[name] = str(value)
+        except (TypeError, ValueError):
+            raise PlanInputError("flag %s must be %s, not %r" % (name, kind.__name__, value)) from None
+    return coerced
+
+
 # ---- step 1: GPU-dependent defaults --------------------------------------------------------------------------------
 
 def gpu_capacity_defaults(gpu_memory_mib, tp_size):

@@ -278,16 +278,20 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.serving.plugins.module_utils import memory_plan, model_config, sglang_log
+from ansible_collections.llmops.serving.plugins.module_utils import memory_plan, model_config, service_files, sglang_log
 
 MAX_STARTUP_BYTES = 8 << 20
 
 
 def read_startup(path, offset):
-    """The current run's startup pool lines (at most MAX_STARTUP_BYTES from ``offset``), parsed."""
-    with open(path, "rb") as handle:
-        handle.seek(offset)
-        data = handle.read(MAX_STARTUP_BYTES)
+    """The current run's startup pool lines (at most MAX_STARTUP_BYTES from ``offset``), parsed.
+
+    The log is in a directory the service user can write: it is opened as the other log readers open it
+    (service_files.open_log: no symlinks, no FIFOs, a regular file only), never followed to what that user chose.
+    """
+    with service_files.open_log(path) as log:
+        os.lseek(log.fd, offset, os.SEEK_SET)
+        data = os.read(log.fd, MAX_STARTUP_BYTES)
     return sglang_log.parse_pool_lines(data.decode("utf-8", "replace").splitlines())
 
 
@@ -320,7 +324,7 @@ def run(params, config, index, gpu):
     dims = model_config.parse_model_config(config)
     parsed_index = model_config.parse_safetensors_index(index) if index else None
     weights = model_config.weight_bytes(dims, parsed_index)
-    flags = {key: value for key, value in (params["flags"] or {}).items() if value is not None}
+    flags = {key: value for key, value in memory_plan.coerce_flags(params["flags"]).items() if value is not None}
     plan = memory_plan.plan_memory(dims, weights, gpu, flags, arithmetic=params["arithmetic"])
     suggestions = memory_plan.suggest(dims, weights, gpu, flags, plan=plan)
     model = {key: dims[key] for key in ("architecture", "num_layers", "hidden_size", "num_kv_heads", "head_dim",
@@ -388,6 +392,8 @@ def main():
     if params["startup_log"]:
         try:
             actual = read_startup(params["startup_log"], params["log_offset"])
+        except service_files.RefusedFile as exc:
+            module.fail_json(msg="cannot read the startup log: %s" % exc)
         except OSError as exc:
             module.fail_json(msg="cannot read %s: %s" % (params["startup_log"], exc))
         result["actual"] = actual

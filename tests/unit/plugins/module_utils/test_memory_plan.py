@@ -310,3 +310,18 @@ def test_compare_reports_each_pool_it_can():
     assert errors["max_running_requests"]["actual"] == 3 and errors["max_running_requests"]["error"] == 0
     assert errors["available_gpu_mem_gib"] == {"planned": 2.5, "actual": 2.0, "error": 0.5, "relative_error": 0.25}
     assert memory_plan.compare_with_startup(fake, {}) == {}
+
+
+def test_flags_from_an_inventory_or_the_command_line_are_typed():
+    # `-e sglang_service_max_running_requests=8` and YAML strings arrive as text.
+    assert memory_plan.coerce_flags({"max_running_requests": "8", "mem_fraction_static": "0.85", "tp_size": 2,
+                                     "disable_cuda_graph": "false", "context_length": "", "kv_cache_dtype": "auto",
+                                     "speculative_algorithm": None}) == {
+        "max_running_requests": 8, "mem_fraction_static": 0.85, "tp_size": 2, "disable_cuda_graph": False,
+        "context_length": None, "kv_cache_dtype": "auto", "speculative_algorithm": None}
+    assert plan(memory_plan.coerce_flags(dict(MTP, max_running_requests="16", mamba_full_memory_ratio="0.5")))[
+        "pools"] == plan(SEED_16)["pools"]
+    for bad in ({"max_running_requests": "8.5"}, {"max_running_requests": True}, {"tp_size": "two"},
+                {"disable_cuda_graph": "maybe"}, {"mem_fraction": "0.8"}):
+        with pytest.raises(memory_plan.PlanInputError):
+            memory_plan.coerce_flags(bad)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import shutil
 from unittest import mock
@@ -137,3 +138,19 @@ def test_plan_against_the_current_runs_startup_lines(tmp_path):
     assert result["actual"]["sampling_defaults"] == {"temperature": 1.0}
     result, failed = run_module(sglang_memory_plan.main, dict(args, startup_log=str(tmp_path / "missing.log")))
     assert failed and result["msg"].startswith("cannot read")
+
+
+def test_a_startup_log_the_service_user_swapped_is_refused_not_followed(tmp_path):
+    # The log directory is the service user's: a FIFO would block root's read, a symlink would make root read
+    # what that user chose. Both are refused, with what was found, within the call.
+    secret = tmp_path / "root-only"
+    secret.write_text("max_total_num_tokens=999999, available_gpu_mem=1 GB\n")
+    link = tmp_path / "link.log"
+    link.symlink_to(secret)
+    fifo = tmp_path / "fifo.log"
+    os.mkfifo(fifo)
+    args = {"config": CONFIG, "gpu_memory_mib": 49140, "flags": dict(MTP, max_running_requests=16), "log_offset": 0}
+    for path, found in ((link, "symlink"), (fifo, "FIFO")):
+        result, failed = run_module(sglang_memory_plan.main, dict(args, startup_log=str(path)))
+        assert failed and result["msg"].startswith("cannot read the startup log") and found in result["msg"], result
+        assert "actual" not in result
