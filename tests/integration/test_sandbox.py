@@ -29,8 +29,9 @@ import time
 import pytest
 
 from ansible_collections.llmops.serving.tests.integration.pve_sim_support import REPO, PveSim, sim_command
-from ansible_collections.llmops.serving.tests.support.ansible_run import ansible_playbook
+from ansible_collections.llmops.serving.tests.support.ansible_run import ansible_module, ansible_playbook
 from ansible_collections.llmops.serving.tests.support.promtool import check_metrics
+from ansible_collections.llmops.serving.tests.support.sglang_request_log import received_sampling
 
 SANDBOX = REPO / ".build" / "sandbox"
 # The pve-sim that scripts/sandbox.sh starts (and stops).
@@ -127,6 +128,51 @@ def test_each_container_publishes_the_verdict_of_its_deployment_for_node_exporte
         assert 'invocation_id="%s"' % summary(host)["invocation_id"] in text
 
 
+def test_each_server_applies_the_cards_sampling_and_allocated_the_planned_pools(sandbox):
+    for host, settings in HOSTS.items():
+        report = summary(host)
+        # generation_config.json of the served model directory: the card's values for chat requests that leave them out.
+        applied = report["server_sampling"]["applied"]
+        assert sorted(applied) == ["min_p", "repetition_penalty", "temperature", "top_k", "top_p"], report["server_sampling"]
+        served = json.loads(inside(host, "cat", "/var/lib/llmops-serving/%s/model/generation_config.json" % settings["instance"]))
+        assert served["top_p"] == 0.95 and served["top_k"] == 20
+        # The plan made before the restart against the pools this start printed: the simulator does the same arithmetic.
+        memory = report["memory_plan"]
+        assert memory["fits"] and memory["arithmetic"] == "0.5.23", memory
+        assert all(memory["comparison"][pool]["error"] == 0
+                   for pool in ("max_mamba_cache_size", "max_total_num_tokens", "max_running_requests")), memory
+
+
+def test_the_incidents_request_gets_the_cards_values_from_the_server(sandbox):
+    host = "sandbox-llm-a"
+    # The incident's client: temperature 0.7 and nothing else, to the chat endpoint (the key comes from the inventory).
+    incident = {"temperature": 0.7, "top_p": None, "top_k": None, "min_p": None, "presence_penalty": None,
+                "repetition_penalty": None}
+    probe = ansible_module(host, "llmops.serving.generation_probe", {
+        "url": "http://127.0.0.1:%d" % HOSTS[host]["port"], "api_key": "{{ sglang_service_api_key }}",
+        "sampling": incident, "num_samples": 1, "max_tokens": 40, "fail_on_degenerate": False},
+        inventory=str(INVENTORY), cwd=str(REPO), environment={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")})
+    result = probe.module_result(host)
+    assert not result.get("failed"), result
+    log = inside(host, "cat", "/var/log/llmops-serving/%s/current.log" % HOSTS[host]["instance"])
+    got = [params for params in received_sampling(log) if params.get("temperature") == 0.7]
+    assert got, log[-3000:]
+    # Every key SGLang lets the server supply to a chat request has the card's value; presence_penalty is the adapter's.
+    assert {key: got[-1][key] for key in ("top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty")} == {
+        "top_p": 0.95, "top_k": 20, "min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0}, got[-1]
+
+
+def test_a_plan_refused_for_its_concurrency_changes_nothing(sandbox):
+    host = "sandbox-llm-a"
+    before = unit_state(host)
+    deployment = record(host)["deployment_id"]
+    run = playbook("deploy.yml", "--limit", host, "-e", "sglang_service_memory_plan_require=requested")
+    assert run.rc != 0
+    said = " ".join(run.failures())
+    assert "The memory plan refuses this configuration" in said and "serves 3 of max_running_requests=16" in said, said
+    assert unit_state(host) == before and record(host)["deployment_id"] == deployment
+
+
 def test_unchanged_rerun_changes_nothing(sandbox):
     before = dict((host, unit_state(host)) for host in HOSTS)
     run = playbook("deploy.yml")
@@ -157,6 +203,9 @@ def test_check_diff_shows_a_change_and_changes_nothing(sandbox):
              if item.task.endswith("Install the systemd unit (validated with systemd-analyze verify)") and item.result.get("changed")]
     assert diffs, run.changed_tasks()
     assert "--max-running-requests 8" in json.dumps(diffs)
+    # The memory plan for the changed flags is shown before anything would change.
+    shown = [item.result.get("msg") for item in run.results if item.task.endswith("Show the memory plan")]
+    assert shown and "serves 3 of max_running_requests=8" in json.dumps(shown), shown
     assert inside("sandbox-llm-a", "sha256sum", unit_path) == before
     assert dict((host, unit_state(host)) for host in HOSTS) == states
 

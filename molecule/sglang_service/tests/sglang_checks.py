@@ -16,6 +16,8 @@ LOG_DIR = f"/var/log/llmops-serving/{INSTANCE}"
 CURRENT_LOG = f"{LOG_DIR}/current.log"
 RECORD = f"/var/lib/llmops-serving/{INSTANCE}/deployment.json"
 SIM = "/opt/sglang-sim/bin/sglang-sim"
+STAGED_MODEL = "/models/Qwen3.6-27B"
+SERVED_MODEL = f"/var/lib/llmops-serving/{INSTANCE}/model"
 READY_LINE = "The server is fired up and ready to roll!"
 
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
-from sglang_checks import CURRENT_LOG, LOG_DIR, PORT, RECORD, SIM, UNIT, deployment_id, wait_ready
+from sglang_checks import (CURRENT_LOG, LOG_DIR, PORT, RECORD, SERVED_MODEL, SIM, STAGED_MODEL, UNIT, deployment_id,
+                           wait_ready)
+
+from ansible_collections.llmops.serving.tests.support.ansible_run import call_module
 
 API_KEY = "molecule-secret-key"
 
@@ -52,15 +55,51 @@ def test_server_is_main_pid_with_exactly_the_rendered_argv(host):
     # The simulator is a Python console script: the kernel shows the interpreter, then the script.
     assert argv[1] == SIM
     assert argv[2:] == [
-        "--model-path", "/models/Qwen3.6-27B", "--served-model-name", "qwen3.6-27b", "--host", "127.0.0.1",
+        # The served model directory: the staged model linked, generation_config.json with the card's values.
+        "--model-path", SERVED_MODEL, "--served-model-name", "qwen3.6-27b", "--host", "127.0.0.1",
         "--port", str(PORT), "--tp-size", "2", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
         "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--mamba-full-memory-ratio", "0.5",
         "--max-running-requests", "16", "--reasoning-parser", "qwen3", "--tool-call-parser", "qwen3_coder",
-        "--enable-metrics", "--config", f"/run/credentials/{UNIT}/sglang-secrets.yaml",
+        "--enable-metrics",
+        "--preferred-sampling-params",
+        '{"min_p":0.0,"presence_penalty":0.0,"repetition_penalty":1.0,"temperature":1.0,"top_k":20,"top_p":0.95}',
+        "--config", f"/run/credentials/{UNIT}/sglang-secrets.yaml",
         # Added by the launcher (metrics are on): the labels that tie each sample on /metrics to this start.
         "--extra-metric-labels", '{"sglang_instance": "molecule", "deployment_id": "%s", "invocation_id": "%s"}' % (
             deployment_id(host), props["InvocationID"]),
     ]
+
+
+def test_server_gets_the_staged_model_with_the_cards_generation_config(host):
+    wait_ready(host)
+    served = host.file(SERVED_MODEL)
+    assert served.is_directory and (served.user, served.mode) == ("root", 0o755)
+    # Every entry of the staged model is linked; the staged model itself is never written to.
+    for name in ("config.json", ".cache"):
+        assert host.file(f"{SERVED_MODEL}/{name}").linked_to == f"{STAGED_MODEL}/{name}"
+    assert not host.file(f"{STAGED_MODEL}/generation_config.json").exists
+    written = json.loads(host.file(f"{SERVED_MODEL}/generation_config.json").content_string)
+    assert written == {"do_sample": True, "temperature": 1.0, "top_p": 0.95, "top_k": 20, "min_p": 0.0,
+                       "repetition_penalty": 1.0}
+    # SGLang logs at start which values it takes for chat requests: the card's, from the served directory.
+    log = host.file(CURRENT_LOG).content_string
+    assert ("Using default chat sampling params from model generation config: {'repetition_penalty': 1.0, "
+            "'temperature': 1.0, 'top_k': 20, 'top_p': 0.95, 'min_p': 0.0}") in log
+
+
+def test_the_plan_ran_before_the_restart_and_matches_the_pools_of_this_start(host):
+    wait_ready(host)
+    current = host.file(CURRENT_LOG).linked_to
+    plan, failed = call_module(
+        host, "llmops.serving.sglang_memory_plan", model_path=STAGED_MODEL, gpu_memory_mib=49140, startup_log=current,
+        flags={"tp_size": 2, "max_running_requests": 16, "mamba_full_memory_ratio": 0.5, "speculative_algorithm": "NEXTN",
+               "speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4})
+    assert not failed and plan["fits"], plan
+    comparison = plan["comparison"]
+    # The simulator sizes its pools with SGLang 0.5.23's arithmetic, as the plan does: the same numbers.
+    assert comparison["max_mamba_cache_size"]["error"] == 0
+    assert comparison["max_total_num_tokens"]["error"] == 0
+    assert comparison["max_running_requests"]["actual"] == plan["pools"]["max_running_requests"]
 
 
 def test_metrics_carry_the_instance_deployment_and_start(host):

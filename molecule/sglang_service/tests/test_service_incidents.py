@@ -14,6 +14,8 @@ from sglang_checks import (
     CURRENT_LOG,
     LOG_DIR,
     PORT,
+    RECORD,
+    SERVED_MODEL,
     UNIT,
     deployment_id,
     rerun_role,
@@ -24,7 +26,7 @@ from sglang_checks import (
     wait_until,
 )
 
-from ansible_collections.llmops.serving.tests.support.ansible_run import call_module
+from ansible_collections.llmops.serving.tests.support.ansible_run import call_module, rerun_converge
 
 SERVICE = "llmops.serving.service_provenance"
 LOG = "llmops.serving.log_provenance"
@@ -184,3 +186,28 @@ def test_every_start_left_its_own_log_with_its_own_header(host):
     assert props["InvocationID"] in invocations
     assert len(invocations) >= 6, "each restart in these cases must have written its own log"
     assert unit_properties(host)["ActiveState"] == "active"
+
+
+@pytest.mark.parametrize("extra_vars, named", [
+    # The seed's first try, on a server of the seed's era: SGLang 0.5.9 reserves the draft's intermediate state for
+    # every one of the 48 requests before it sizes the state pool, and no pool is left.
+    ({"sglang_service_max_running_requests": 48, "sglang_service_mamba_full_memory_ratio": 0.9,
+      "sglang_service_memory_plan_arithmetic": "0.5.9"}, "intermediate state for 48 requests"),
+    # The role's defaults on 0.5.23 start, but the state pool serves 3 of the 16 requests; refused when asked for.
+    ({"sglang_service_memory_plan_require": "requested"}, "serves 3 of max_running_requests=16"),
+], ids=["seed-48-0.9-on-0.5.9", "requested-concurrency"])
+def test_a_refused_memory_plan_leaves_the_running_server_untouched(host, extra_vars, named):
+    before = wait_ready(host)
+    watched = [f"/etc/systemd/system/{UNIT}", RECORD, f"{SERVED_MODEL}/generation_config.json",
+               "/etc/llmops-serving/molecule/deployment.env"]
+    sums = {path: host.file(path).sha256sum for path in watched}
+    current = host.file(CURRENT_LOG).linked_to
+    run = rerun_converge(extra_vars)
+    assert run.rc != 0, run.summary()
+    said = "\n".join(run.failures())
+    assert "The memory plan refuses this configuration" in said and named in said and "mamba" in said, said
+    after = unit_properties(host)
+    assert (after["MainPID"], after["InvocationID"]) == (before["MainPID"], before["InvocationID"])
+    assert {path: host.file(path).sha256sum for path in watched} == sums
+    assert host.file(CURRENT_LOG).linked_to == current
+    wait_ready(host)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from verify_checks import BASE_ENV, converge, read_summary, with_fault
 
 from ansible_collections.llmops.serving.tests.support.promtool import check_metrics
+from ansible_collections.llmops.serving.tests.support.sglang_request_log import received_sampling
 
 # sglang_verify_textfile_dir's default: where Debian's prometheus-node-exporter reads textfiles.
 VERDICT_FILE = "/var/lib/prometheus/node-exporter/llmops_sglang_verdict_verify.prom"
@@ -24,6 +25,21 @@ def test_healthy_deployment_passes_with_a_complete_summary():
     assert summary["accept_length"]["mean"] > 2.5
     assert summary["sampling"]["temperature"] == 1.0 and summary["sampling"]["presence_penalty"] == 0.0
     assert "verify-secret-key" not in str(summary)
+
+
+def test_the_summary_sets_the_memory_plan_beside_the_pools_of_this_start():
+    memory = read_summary()["memory_plan"]
+    assert memory["fits"] is True and memory["serves_requested"] is False
+    # The simulator sizes its pools with SGLang 0.5.23's arithmetic on the same GPU: the plan is exact.
+    for pool in ("max_mamba_cache_size", "max_total_num_tokens", "max_running_requests"):
+        assert memory["comparison"][pool]["error"] == 0, memory["comparison"]
+    assert memory["actual"]["capped_running_requests"] == memory["planned"]["max_running_requests"] == 3
+
+
+def test_the_summary_says_which_card_values_the_server_applies_to_chat_requests():
+    server = read_summary()["server_sampling"]
+    assert sorted(server["applied"]) == ["min_p", "repetition_penalty", "temperature", "top_k", "top_p"], server
+    assert not server["differs"]
 
 
 def published_verdict(host, summary):
@@ -55,8 +71,20 @@ def test_readiness_is_noticed_within_two_seconds_of_the_ready_line():
 
 
 def test_sampling_loop_is_diagnosed_as_sampling_not_mtp(host):
-    run, summary = converge(with_fault("degenerate", sglang_verify_probe_sampling=INCIDENT_SAMPLING))
+    # SGLang's request log (level 1: no prompt text) shows the sampling values each request really got.
+    flags = {"decode-log-interval": 10, "log-requests": True, "log-requests-level": 1}
+    run, summary = converge(with_fault("degenerate", sglang_verify_probe_sampling=INCIDENT_SAMPLING,
+                                       sglang_service_extra_flags=flags))
     assert run.rc != 0 and summary is not None, run.summary()
+    # The incident's request (temperature 0.7 and nothing else) got the card's values for every key SGLang lets the
+    # server supply (from the served generation_config.json); presence_penalty is the chat adapter's 0.0; the client's
+    # temperature wins, and that is what loops.
+    got = [params for params in received_sampling(host.file(summary["log_file"]).content_string)
+           if params.get("temperature") == 0.7]
+    assert got, "no probe request in the request log"
+    for params in got:
+        assert {key: params[key] for key in ("top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty")} == {
+            "top_p": 0.95, "top_k": 20, "min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0}, params
     assert summary["status"] == "failed"
     assert summary["probe_verdict"] == "sampling loop", summary
     assert "presence_penalty" in summary["message"] or "temperature" in summary["message"], summary["message"]

@@ -35,3 +35,27 @@ def test_the_summary_never_carries_the_api_key():
         text = rendered if isinstance(rendered, str) else json.dumps(rendered)
         assert KEY not in text, text
         assert "********" in text
+
+
+def test_the_printed_summary_has_one_line_per_field_with_the_plan_and_the_server_sampling():
+    summary_fields = {
+        "status": "passed", "host": "h", "instance": "q", "unit": "sglang-q.service", "failed_step": None,
+        "deployment_id": "d" * 64, "invocation_id": "i" * 32, "main_pid": 7, "log_file": "/var/log/x.log",
+        "log_offset": 0, "ready_after_seconds": 0.03, "ready_noticed_after_line_seconds": None,
+        "accept_length": {"mean": 2.9, "last": 3.2}, "acceptance_rate": {"mean": 0.63}, "gen_throughput": {"mean": 470},
+        "probe_verdict": "healthy", "degenerate_samples": 0, "sampling_mode": "thinking_general",
+        "sampling": {"temperature": 1.0},
+        "memory_plan": {"summary": "fits (starts), but mamba: ...", "arithmetic": "0.5.23",
+                        "comparison": {"max_mamba_cache_size": {"planned": 18, "actual": 18, "error": 0,
+                                                                "relative_error": 0.0}}},
+        "server_sampling": {"applied": ["temperature", "top_p"], "missing": ["presence_penalty"], "differs": {}},
+    }
+    text = render_file("roles/sglang_verify/templates/summary.txt.j2",
+                       {"sglang_verify_summary": summary_fields, "sglang_verify_num_draft_tokens": 4})
+    lines = text.splitlines()
+    assert "ready after:      0.03 s (it was ready before the wait)" in lines
+    assert any(line.startswith("accept length:    2.9 of 4") for line in lines)
+    assert "memory plan:      fits (starts), but mamba: ... (SGLang 0.5.23 arithmetic)" in lines
+    assert "  max_mamba_cache_size   planned 18, actual 18, error 0 (0.0 %)" in lines
+    assert ("server applies:   temperature, top_p (chat requests that leave them out); clients must send: "
+            "presence_penalty") in lines
