@@ -58,8 +58,11 @@ test-slow: venv ## The slow tier: the real pinned SGLang (with torch) checks the
 bench: venv ## Benchmarks that print figures (tests/bench)
 	@scripts/bench.sh
 
+# Containers in the sandbox: sandbox-llm-a, -b, ... (make sandbox SANDBOX_CONTAINERS=4).
+SANDBOX_CONTAINERS ?= 2
+
 sandbox: setup ## Deploy on the embedded sandbox and print the verification summary
-	@scripts/sandbox.sh up
+	@SANDBOX_CONTAINERS=$(SANDBOX_CONTAINERS) scripts/sandbox.sh up
 
 sandbox-down: ## Remove everything `make sandbox` created, and nothing else
 	@scripts/sandbox.sh down

@@ -8,6 +8,7 @@
 # down: the containers, the simulator (and the bridge it made), /dev/llmops-sandbox and .build/sandbox; nothing else
 #       (the template cache .build/pve-sim-cache is shared with the tests and kept).
 # Extra arguments after `up` go to ansible-playbook (e.g. scripts/sandbox.sh up --tags service).
+# SANDBOX_CONTAINERS=N (default 2) adds sandbox-llm-c, -d, ... to the inventory (scripts/sandbox-inventory.py).
 # prepare: everything `up` does before the playbook (the tests and the bench run ansible-playbook themselves).
 # summary: the verification summary of the last run.
 set -euo pipefail
@@ -93,6 +94,7 @@ prepare() {
   "$REPO_ROOT/scripts/venv.sh"
   ensure_template
   mkdir -p "$SANDBOX_DIR"
+  "$VENV/bin/python" "$REPO_ROOT/scripts/sandbox-inventory.py" "${SANDBOX_CONTAINERS:-2}" --inventory "$INVENTORY" >/dev/null
   "$VENV/bin/python" "$REPO_ROOT/scripts/sandbox-mirror.py" "$SANDBOX_DIR/mirror" --driver-version "$DRIVER_VERSION" \
     --proc-version-path /srv/host-proc-driver-nvidia/version
   prepare_node
@@ -121,6 +123,7 @@ down() {
     pve_sim stop --state-dir "$PVE_STATE" || true
   fi
   rm -rf "$DEV_DIR" "$SANDBOX_DIR"
+  rm -f "$INVENTORY/sandbox-containers.yml"
   log "sandbox: removed"
 }
 

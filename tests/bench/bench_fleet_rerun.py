@@ -1,0 +1,95 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Benchmark how an unchanged rerun of deploy.yml grows with the fleet: one container against N, in one run.
+
+Run from the repository root as root, with no sandbox up (it builds one with N containers and removes it; --keep
+leaves it up):
+    .venv/bin/python tests/bench/bench_fleet_rerun.py [--containers 4] [--reruns 3] [--max-ratio 1.5] [--keep]
+
+After the first deploy of all N containers (SANDBOX_CONTAINERS=N), it times unchanged reruns with
+`--limit sandbox-llm-a` and over the whole fleet, alternately, and prints both medians and their ratio. Issue 15's
+target: N=4 costs at most 1.5 x one container. Exit 1 when the ratio exceeds --max-ratio, or when a rerun changed
+anything.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "collections"))
+
+from ansible_collections.llmops.serving.tests.support.ansible_run import ansible_playbook  # noqa: E402  pylint: disable=wrong-import-position
+
+INVENTORY = REPO / "inventories" / "sandbox"
+SANDBOX = REPO / ".build" / "sandbox"
+
+
+def deploy(*args):
+    """deploy.yml on the sandbox inventory: (seconds, changed task runs, hosts in the rollout); exits when it fails."""
+    run = ansible_playbook("deploy.yml", *args, inventory=str(INVENTORY), cwd=str(REPO), timeout=7200,
+                           environment={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")})
+    if run.rc != 0:
+        raise SystemExit("deploy.yml %s failed (%s)" % (" ".join(args), run.summary(4000)))
+    changed = sum(1 for item in run.results if item.result.get("changed"))
+    rolled = sorted({item.host for item in run.results if item.host.startswith("sandbox-llm-")})
+    return run.seconds, changed, rolled
+
+
+def sandbox(action, containers):
+    run = subprocess.run(["bash", str(REPO / "scripts" / "sandbox.sh"), action], cwd=str(REPO), check=False, timeout=3600,
+                         env=dict(os.environ, SANDBOX_CONTAINERS=str(containers)))
+    if run.returncode != 0:
+        raise SystemExit("scripts/sandbox.sh %s failed (rc=%d)" % (action, run.returncode))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--containers", type=int, default=4)
+    parser.add_argument("--reruns", type=int, default=3)
+    parser.add_argument("--max-ratio", type=float, default=1.5)
+    parser.add_argument("--keep", action="store_true", help="leave the sandbox up afterwards")
+    options = parser.parse_args()
+    if SANDBOX.exists():
+        raise SystemExit("a sandbox exists in %s: run `make sandbox-down` first" % SANDBOX)
+    one, fleet = [], []
+    try:
+        sandbox("prepare", options.containers)
+        first_seconds, _changed, rolled = deploy()
+        if len(rolled) != options.containers:
+            raise SystemExit("the first deploy reached %s, not %d containers" % (rolled, options.containers))
+        for _run in range(max(options.reruns, 1)):
+            for target, args in ((one, ("--limit", "sandbox-llm-a")), (fleet, ())):
+                seconds, changed, _rolled = deploy(*args)
+                if changed:
+                    raise SystemExit("an unchanged rerun (%s) changed %d task runs" % (" ".join(args) or "fleet", changed))
+                target.append(seconds)
+    finally:
+        if not options.keep:
+            sandbox("down", 2)
+    one_median, fleet_median = statistics.median(one), statistics.median(fleet)
+    ratio = fleet_median / one_median
+    print("\nbench_fleet_rerun: unchanged rerun of deploy.yml, 1 vs %d containers (%s)"
+          % (options.containers, time.strftime("%Y-%m-%d %H:%M")))
+    print("| %-40s | %-10s |" % ("measure", "value"))
+    print("|%s|%s|" % ("-" * 42, "-" * 12))
+    for row in (("first deploy, %d containers" % options.containers, "%.1f s" % first_seconds),
+                ("unchanged rerun, 1 container (median of %d)" % len(one), "%.1f s" % one_median),
+                ("unchanged rerun, %d containers (median of %d)" % (options.containers, len(fleet)), "%.1f s" % fleet_median),
+                ("%d containers / 1 container" % options.containers, "%.2f" % ratio),
+                ("target", "<= %.2f" % options.max_ratio)):
+        print("| %-40s | %-10s |" % row)
+    print("runs: 1 container %s; %d containers %s" % (["%.1f" % s for s in one], options.containers,
+                                                       ["%.1f" % s for s in fleet]))
+    return 0 if ratio <= options.max_ratio else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

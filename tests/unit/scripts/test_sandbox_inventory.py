@@ -1,0 +1,61 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""scripts/sandbox-inventory.py: SANDBOX_CONTAINERS=N adds containers that follow the tracked two exactly."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+SPEC = importlib.util.spec_from_file_location("sandbox_inventory", os.path.join(REPO, "scripts", "sandbox-inventory.py"))
+inventory = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(inventory)
+
+
+def test_the_first_two_are_the_tracked_host_vars():
+    for index, name in enumerate(("sandbox-llm-a", "sandbox-llm-b")):
+        with open(os.path.join(REPO, "inventories", "sandbox", "host_vars", name + ".yml"), encoding="utf-8") as handle:
+            tracked = yaml.safe_load(handle)
+        assert inventory.container(index) == (name, tracked)
+
+
+def test_four_containers_add_c_and_d_and_two_removes_the_file(tmp_path):
+    path = inventory.write(str(tmp_path), 4)
+    text = open(path, encoding="utf-8").read()
+    hosts = yaml.safe_load(text)["all"]["children"]["sglang_servers"]["hosts"]
+    assert sorted(hosts) == ["sandbox-llm-c", "sandbox-llm-d"]
+    assert hosts["sandbox-llm-d"] == {"sandbox_container_ip": "10.213.0.14", "pve_container_vmid": 304,
+                                      "pve_container_hostname": "llm-d", "sglang_service_instance": "qwen36-d",
+                                      "sglang_service_port": 30003}
+    assert json.loads(text.split("\n", 1)[1])["all"]["children"]["sglang_servers"]["hosts"] == hosts
+    assert inventory.write(str(tmp_path), 2) is None and not os.path.exists(path)
+
+
+@pytest.mark.parametrize("count", [0, 1, 27])
+def test_counts_outside_two_to_twenty_six_are_refused(tmp_path, count, capsys):
+    assert inventory.main([str(count), "--inventory", str(tmp_path)]) == 2
+    assert "between 2 and 26" in capsys.readouterr().err
+    assert not os.listdir(tmp_path)
+
+
+def test_ansible_sees_the_generated_hosts_with_the_sandbox_group_vars(tmp_path):
+    # The real inventory directory, copied: the generated file joins hosts.yml and the group's variables apply to it.
+    copy = tmp_path / "sandbox"
+    shutil.copytree(os.path.join(REPO, "inventories", "sandbox"), copy,
+                    ignore=shutil.ignore_patterns(inventory.GENERATED_NAME))
+    inventory.write(str(copy), 3)
+    ansible_inventory = shutil.which("ansible-inventory", path=os.path.join(REPO, ".venv", "bin")) or "ansible-inventory"
+    listed = subprocess.run([ansible_inventory, "-i", str(copy), "--list", "--export"], capture_output=True, text=True,
+                            check=True, timeout=120, env=dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg")))
+    data = json.loads(listed.stdout)
+    assert data["sglang_servers"]["hosts"] == ["sandbox-llm-a", "sandbox-llm-b", "sandbox-llm-c"]
+    assert data["_meta"]["hostvars"]["sandbox-llm-c"]["sglang_service_port"] == 30002
