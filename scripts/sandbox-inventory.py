@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -62,7 +62,7 @@ def write(inventory_dir, count):
             os.unlink(path)
         return None
     # JSON is YAML: no YAML library needed, and the file is for machines.
-    text = ("# Written by scripts/sandbox-inventory.py for SANDBOX_CONTAINERS=%d; removed by `make sandbox-down`.\n%s\n"
+    text = ("---\n# Written by scripts/sandbox-inventory.py for SANDBOX_CONTAINERS=%d; removed by `make sandbox-down`.\n%s\n"
             % (count, json.dumps(inventory, indent=2, sort_keys=True)))
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as handle:

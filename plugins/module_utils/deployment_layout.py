@@ -42,6 +42,8 @@ SAMPLING_NAME = "sampling.json"
 # The model directory SGLang is given: the staged model's entries linked, plus the card's generation_config.json
 # (the staged model itself may be read-only, shared, or rewritten by `hf download`).
 SERVED_MODEL_NAME = "model"
+# What the last verified rollout deployed, as component digests (module_utils/rollout_plan).
+ROLLOUT_NAME = "rollout.json"
 SERVER_ENV_NAME = "server.env"
 DEPLOYMENT_ENV_NAME = "deployment.env"
 # The API key as an SGLang --config file (root, 0600), handed to the server as a systemd credential; SGLang wants
@@ -126,6 +128,7 @@ def instance_paths(instance, config_dir=DEFAULT_CONFIG_DIR, state_dir=DEFAULT_ST
         "record_path": os.path.join(instance_state_dir, RECORD_NAME),
         "sampling_path": os.path.join(instance_state_dir, SAMPLING_NAME),
         "served_model_dir": os.path.join(instance_state_dir, SERVED_MODEL_NAME),
+        "rollout_path": os.path.join(instance_state_dir, ROLLOUT_NAME),
         "archive_root": os.path.join(instance_state_dir, ARCHIVES_NAME),
         "log_dir": log_dir,
         "current_log": os.path.join(log_dir, CURRENT_LOG_NAME),

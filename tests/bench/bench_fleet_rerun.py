@@ -86,8 +86,9 @@ def main():
                 ("%d containers / 1 container" % options.containers, "%.2f" % ratio),
                 ("target", "<= %.2f" % options.max_ratio)):
         print("| %-40s | %-10s |" % row)
-    print("runs: 1 container %s; %d containers %s" % (["%.1f" % s for s in one], options.containers,
-                                                       ["%.1f" % s for s in fleet]))
+    runs_one = ["%.1f" % seconds for seconds in one]
+    runs_fleet = ["%.1f" % seconds for seconds in fleet]
+    print("runs: 1 container %s; %d containers %s" % (runs_one, options.containers, runs_fleet))
     return 0 if ratio <= options.max_ratio else 1
 
 

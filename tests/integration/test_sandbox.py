@@ -173,11 +173,23 @@ def test_a_plan_refused_for_its_concurrency_changes_nothing(sandbox):
     assert unit_state(host) == before and record(host)["deployment_id"] == deployment
 
 
+ROLLOUT_PLAY = "Roll out the servers, one batch of containers at a time"
+
+
+def rolled_out(run):
+    """The hosts that entered the serial cutover in a run."""
+    return sorted({item.host for item in run.results if item.play == ROLLOUT_PLAY})
+
+
 def test_unchanged_rerun_changes_nothing(sandbox):
     before = dict((host, unit_state(host)) for host in HOSTS)
     run = playbook("deploy.yml")
     assert run.rc == 0, run.summary()
     assert run.changed_tasks() == []
+    # The plan found nothing to deploy: both containers were only verified, in parallel, none entered the cutover.
+    plan = json.loads((REPORTS / "rollout-plan.json").read_text())
+    assert {host: plan[host]["cutover"] for host in HOSTS} == {host: False for host in HOSTS}, plan
+    assert rolled_out(run) == []
     stats = run.stats
     assert set(HOSTS) | {"sandbox-node"} <= set(stats)
     assert all(host_stats["changed"] == 0 and host_stats["failures"] == 0 for host_stats in stats.values()), stats
@@ -191,6 +203,28 @@ def test_verify_playbook_passes_on_what_runs(sandbox):
     assert run.changed_tasks() == []
     for host in HOSTS:
         assert summary(host)["status"] == "passed"
+
+
+def test_a_change_for_one_container_cuts_over_only_that_one(sandbox):
+    before = dict((host, unit_state(host)) for host in HOSTS)
+    deployments = dict((host, record(host)["deployment_id"]) for host in HOSTS)
+    change = SANDBOX / "change-b.json"
+    change.write_text(json.dumps({"sglang_service_max_running_requests":
+                                  "{{ 8 if inventory_hostname == 'sandbox-llm-b' else 16 }}"}))
+    run = playbook("deploy.yml", "-e", "@%s" % change)
+    assert run.rc == 0, run.summary()
+    plan = json.loads((REPORTS / "rollout-plan.json").read_text())
+    assert plan["sandbox-llm-b"]["cutover"] and plan["sandbox-llm-b"]["reasons"] == ["options_sglang_service: changed"], plan
+    assert not plan["sandbox-llm-a"]["cutover"], plan
+    assert rolled_out(run) == ["sandbox-llm-b"]
+    assert unit_state("sandbox-llm-a") == before["sandbox-llm-a"] and record("sandbox-llm-a")["deployment_id"] == deployments["sandbox-llm-a"]
+    assert record("sandbox-llm-b")["deployment_id"] != deployments["sandbox-llm-b"]
+    assert summary("sandbox-llm-b")["status"] == "passed"
+    # Back to the inventory as it is: b is cut over to its previous configuration (the same deployment ID again).
+    run = playbook("deploy.yml")
+    assert run.rc == 0, run.summary()
+    assert rolled_out(run) == ["sandbox-llm-b"]
+    assert record("sandbox-llm-b")["deployment_id"] == deployments["sandbox-llm-b"]
 
 
 def test_check_diff_shows_a_change_and_changes_nothing(sandbox):

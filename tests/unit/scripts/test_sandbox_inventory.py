@@ -36,7 +36,8 @@ def test_four_containers_add_c_and_d_and_two_removes_the_file(tmp_path):
     assert hosts["sandbox-llm-d"] == {"sandbox_container_ip": "10.213.0.14", "pve_container_vmid": 304,
                                       "pve_container_hostname": "llm-d", "sglang_service_instance": "qwen36-d",
                                       "sglang_service_port": 30003}
-    assert json.loads(text.split("\n", 1)[1])["all"]["children"]["sglang_servers"]["hosts"] == hosts
+    assert text.startswith("---\n")
+    assert json.loads(text.split("\n", 2)[2])["all"]["children"]["sglang_servers"]["hosts"] == hosts
     assert inventory.write(str(tmp_path), 2) is None and not os.path.exists(path)
 
 

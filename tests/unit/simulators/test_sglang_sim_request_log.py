@@ -39,6 +39,7 @@ def split_at_ready(log):
     ready = next(index for index, line in enumerate(lines) if READY_LINE in line)
     return lines[:ready], lines[ready + 1:]
 
+
 TIMESTAMP = r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\] "
 RECEIVE_RE = re.compile("^" + TIMESTAMP + r"Receive: obj=GenerateReqInput\((?P<fields>.*)\)(?:, headers=(?P<headers>\{.*\}))?$")
 OPENAI_RE = re.compile("^" + TIMESTAMP + r"Receive OpenAI: obj=(?P<obj>\{.*\})$")

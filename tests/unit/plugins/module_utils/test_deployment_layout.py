@@ -52,6 +52,7 @@ def test_the_default_layout_of_an_instance():
         "record_path": "/var/lib/llmops-serving/qwen36/deployment.json",
         "sampling_path": "/var/lib/llmops-serving/qwen36/sampling.json",
         "served_model_dir": "/var/lib/llmops-serving/qwen36/model",
+        "rollout_path": "/var/lib/llmops-serving/qwen36/rollout.json",
         "archive_root": "/var/lib/llmops-serving/qwen36/deployments",
         "log_dir": "/var/log/llmops-serving/qwen36",
         "current_log": "/var/log/llmops-serving/qwen36/current.log",

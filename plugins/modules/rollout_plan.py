@@ -1,0 +1,200 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: rollout_plan
+short_description: Decide whether a server instance needs a new deployment, or record the one a rollout verified
+version_added: 0.3.0
+author: llmops.serving contributors (@llmops)
+description:
+  - "O(mode=check) (read-only): compares the component digests of what this run would deploy (O(components): the
+    collection, each role's options, what the node and the model directory say) with those recorded on the container
+    by the last verified rollout (C(<state_dir>/<instance>/rollout.json)), and that the deployment recorded then is still
+    the current one (C(deployment.json)). Returns RV(cutover) and the reasons. No record, a changed component, or a
+    deployment changed since (a rollback, a change made outside the playbook) all mean a cutover."
+  - "O(mode=record): after the verification passed, writes the components and the verified deployment ID (atomically,
+    mode 0644, root-owned; digests only, nothing a digest was taken of)."
+options:
+  instance:
+    description: The server instance (as in P(llmops.serving.sglang_service#role)).
+    type: str
+    required: true
+  state_dir:
+    description: Root of the per-instance state directories.
+    type: path
+    default: /var/lib/llmops-serving
+  components:
+    description: Component name to SHA-256 hex digest (the C(rollout_components) filter builds them).
+    type: dict
+    required: true
+  mode:
+    description: C(check) compares, C(record) writes.
+    type: str
+    choices: [check, record]
+    default: check
+  deployment_id:
+    description: The verified deployment's ID, for O(mode=record).
+    type: str
+  unit_state:
+    description:
+      - The instance's unit state as C(systemctl is-active) prints it, for O(mode=check). Anything but C(active) is a
+        reason for a cutover (the converge starts the unit; a verification alone would only report it down).
+      - Not checked when omitted.
+    type: str
+extends_documentation_fragment:
+  - llmops.serving.attributes
+attributes:
+  check_mode:
+    support: full
+    details: O(mode=check) never writes; O(mode=record) reports what it would write.
+  diff_mode:
+    support: none
+notes:
+  - A record that is not a regular file, or not a rollout record, is reported as a reason for a cutover and left where
+    it is; the cutover's O(mode=record) replaces it.
+"""
+
+EXAMPLES = r"""
+- name: Decide whether the container needs a cutover
+  llmops.serving.rollout_plan:
+    instance: qwen36
+    components: "{{ lookup('llmops.serving.rollout_inputs', 'sglang', 'sglang_service') | llmops.serving.rollout_components(hostvars[inventory_hostname]) }}"
+  register: plan
+
+- name: Record the verified rollout
+  llmops.serving.rollout_plan:
+    instance: qwen36
+    components: "{{ plan.components }}"
+    mode: record
+    deployment_id: "{{ sglang_service_deployment_id }}"
+"""
+
+RETURN = r"""
+cutover:
+  description: Whether the container would get a new deployment (O(mode=check)).
+  returned: always
+  type: bool
+reasons:
+  description: Why (empty when nothing changed).
+  returned: always
+  type: list
+  elements: str
+changed_components:
+  description: The components whose digest differs from the record.
+  returned: always
+  type: list
+  elements: str
+components:
+  description: The components given.
+  returned: always
+  type: dict
+current_deployment_id:
+  description: The deployment recorded in C(deployment.json) now, or null.
+  returned: always
+  type: str
+recorded_deployment_id:
+  description: The deployment the last verified rollout recorded, or null.
+  returned: always
+  type: str
+path:
+  description: The rollout record's path.
+  returned: always
+  type: str
+"""
+
+import datetime
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmops.serving.plugins.module_utils import atomic_file, deployment_layout, deployment_state, rollout_plan
+
+
+def read_rollout_record(path):
+    """(record or None, reason or None): a missing file is no record; a damaged one is a reason."""
+    try:
+        return rollout_plan.parse_record(atomic_file.read_regular(path)), None
+    except FileNotFoundError:
+        return None, None
+    except atomic_file.NotARegularFile as exc:
+        return None, "%s is %s, not a rollout record" % (path, exc.found)
+    except OSError as exc:
+        return None, "cannot read %s: %s" % (path, exc.strerror or exc)
+    except rollout_plan.PlanRecordError as exc:
+        return None, "%s is not a usable rollout record (%s)" % (path, exc)
+
+
+def current_deployment(paths):
+    """(deployment ID or None, reason or None) from deployment.json, never setting a damaged record aside."""
+    try:
+        record = deployment_state.load_record(paths["record_path"], paths["archive_root"], check_mode=True)
+    except deployment_state.StateError as exc:
+        return None, str(exc)
+    return (record or {}).get("deployment_id"), None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            instance=dict(type="str", required=True),
+            state_dir=dict(type="path", default=deployment_layout.DEFAULT_STATE_DIR),
+            components=dict(type="dict", required=True),
+            mode=dict(type="str", choices=["check", "record"], default="check"),
+            deployment_id=dict(type="str"),
+            unit_state=dict(type="str"),
+        ),
+        required_if=[("mode", "record", ["deployment_id"])],
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        paths = deployment_layout.instance_paths(params["instance"], state_dir=params["state_dir"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    components = params["components"]
+    bad = sorted(str(name) for name, value in components.items()
+                 if not rollout_plan.COMPONENT_RE.match(str(name)) or not rollout_plan.DIGEST_RE.match(str(value)))
+    if bad:
+        module.fail_json(msg="components must map names to SHA-256 hex digests: %s" % ", ".join(bad))
+    path = paths["rollout_path"]
+    record, record_problem = read_rollout_record(path)
+    current_id, current_problem = current_deployment(paths)
+    result = dict(changed=False, path=path, components=components, current_deployment_id=current_id,
+                  recorded_deployment_id=(record or {}).get("deployment_id"))
+
+    if params["mode"] == "check":
+        verdict = rollout_plan.compare(record, components, current_id)
+        reasons = [problem for problem in (record_problem, current_problem) if problem] or verdict["reasons"]
+        unit_state = params["unit_state"]
+        if unit_state is not None and unit_state.strip() != "active":
+            unit = deployment_layout.unit_name(params["instance"])
+            reasons = reasons + ["the unit %s is %s, not active" % (unit, unit_state.strip() or "unknown")]
+        module.exit_json(cutover=bool(reasons) or verdict["cutover"], reasons=reasons,
+                         changed_components=verdict["changed"], **result)
+
+    deployment_id = params["deployment_id"]
+    if not rollout_plan.DIGEST_RE.match(deployment_id):
+        module.fail_json(msg="deployment_id must be a SHA-256 hex digest", **result)
+    if current_id != deployment_id:
+        module.fail_json(msg="refusing to record deployment %s.. as verified: the container's deployment record says %s"
+                         % (deployment_id[:12], current_id), **result)
+    same = record is not None and record["components"] == components and record["deployment_id"] == deployment_id
+    result.update(cutover=False, reasons=[], changed_components=[], recorded_deployment_id=deployment_id)
+    if same:
+        module.exit_json(**result)
+    if not module.check_mode:
+        recorded_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            atomic_file.atomic_write(path, rollout_plan.render_record(components, deployment_id, recorded_at).encode(), 0o644)
+        except OSError as exc:
+            module.fail_json(msg="cannot write %s: %s" % (path, exc.strerror or exc), **result)
+    result["changed"] = True
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
