@@ -205,28 +205,6 @@ def test_verify_playbook_passes_on_what_runs(sandbox):
         assert summary(host)["status"] == "passed"
 
 
-def test_a_change_for_one_container_cuts_over_only_that_one(sandbox):
-    before = dict((host, unit_state(host)) for host in HOSTS)
-    deployments = dict((host, record(host)["deployment_id"]) for host in HOSTS)
-    change = SANDBOX / "change-b.json"
-    change.write_text(json.dumps({"sglang_service_max_running_requests":
-                                  "{{ 8 if inventory_hostname == 'sandbox-llm-b' else 16 }}"}))
-    run = playbook("deploy.yml", "-e", "@%s" % change)
-    assert run.rc == 0, run.summary()
-    plan = json.loads((REPORTS / "rollout-plan.json").read_text())
-    assert plan["sandbox-llm-b"]["cutover"] and plan["sandbox-llm-b"]["reasons"] == ["options_sglang_service: changed"], plan
-    assert not plan["sandbox-llm-a"]["cutover"], plan
-    assert rolled_out(run) == ["sandbox-llm-b"]
-    assert unit_state("sandbox-llm-a") == before["sandbox-llm-a"] and record("sandbox-llm-a")["deployment_id"] == deployments["sandbox-llm-a"]
-    assert record("sandbox-llm-b")["deployment_id"] != deployments["sandbox-llm-b"]
-    assert summary("sandbox-llm-b")["status"] == "passed"
-    # Back to the inventory as it is: b is cut over to its previous configuration (the same deployment ID again).
-    run = playbook("deploy.yml")
-    assert run.rc == 0, run.summary()
-    assert rolled_out(run) == ["sandbox-llm-b"]
-    assert record("sandbox-llm-b")["deployment_id"] == deployments["sandbox-llm-b"]
-
-
 def test_check_diff_shows_a_change_and_changes_nothing(sandbox):
     unit_path = "/etc/systemd/system/sglang-qwen36-a.service"
     before = inside("sandbox-llm-a", "sha256sum", unit_path)
@@ -314,6 +292,24 @@ def test_incident_replay_names_the_stray_and_a_deploy_recovers(sandbox):
     assert run.rc == 0, run.summary()
     assert summary(host)["status"] == "passed"
     assert summary(host)["deployment_id"] == record(host)["deployment_id"]
+
+
+def test_a_change_for_one_container_cuts_over_only_that_one(sandbox):
+    # Last before the teardown: it leaves sandbox-llm-b on a configuration the inventory does not describe.
+    before = dict((host, unit_state(host)) for host in HOSTS)
+    deployments = dict((host, record(host)["deployment_id"]) for host in HOSTS)
+    change = SANDBOX / "change-b.json"
+    change.write_text(json.dumps({"sglang_service_max_running_requests":
+                                  "{{ 8 if inventory_hostname == 'sandbox-llm-b' else 16 }}"}))
+    run = playbook("deploy.yml", "-e", "@%s" % change)
+    assert run.rc == 0, run.summary()
+    plan = json.loads((REPORTS / "rollout-plan.json").read_text())
+    assert plan["sandbox-llm-b"]["cutover"] and plan["sandbox-llm-b"]["reasons"] == ["options_sglang_service: changed"], plan
+    assert not plan["sandbox-llm-a"]["cutover"], plan
+    assert rolled_out(run) == ["sandbox-llm-b"]
+    assert unit_state("sandbox-llm-a") == before["sandbox-llm-a"] and record("sandbox-llm-a")["deployment_id"] == deployments["sandbox-llm-a"]
+    assert record("sandbox-llm-b")["deployment_id"] != deployments["sandbox-llm-b"]
+    assert summary("sandbox-llm-b")["status"] == "passed"
 
 
 def test_sandbox_down_removes_what_it_made_and_nothing_else(sandbox):
