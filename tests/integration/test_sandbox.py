@@ -295,19 +295,23 @@ def test_incident_replay_names_the_stray_and_a_deploy_recovers(sandbox):
 
 
 def test_a_change_for_one_container_cuts_over_only_that_one(sandbox):
-    # Last before the teardown: it leaves sandbox-llm-b on a configuration the inventory does not describe.
+    # Last before the teardown: it leaves sandbox-llm-b on a configuration the inventory does not describe. The change
+    # is an inventory variable of b alone (an inventory file beside hosts.yml, removed afterwards).
     before = dict((host, unit_state(host)) for host in HOSTS)
     deployments = dict((host, record(host)["deployment_id"]) for host in HOSTS)
-    change = SANDBOX / "change-b.json"
-    change.write_text(json.dumps({"sglang_service_max_running_requests":
-                                  "{{ 8 if inventory_hostname == 'sandbox-llm-b' else 16 }}"}))
-    run = playbook("deploy.yml", "-e", "@%s" % change)
+    change = INVENTORY / "sandbox-test-change.yml"
+    change.write_text("---\nall:\n  hosts:\n    sandbox-llm-b:\n      sglang_service_max_running_requests: 8\n")
+    try:
+        run = playbook("deploy.yml")
+    finally:
+        change.unlink()
     assert run.rc == 0, run.summary()
     plan = json.loads((REPORTS / "rollout-plan.json").read_text())
     assert plan["sandbox-llm-b"]["cutover"] and plan["sandbox-llm-b"]["reasons"] == ["options_sglang_service: changed"], plan
     assert not plan["sandbox-llm-a"]["cutover"], plan
     assert rolled_out(run) == ["sandbox-llm-b"]
-    assert unit_state("sandbox-llm-a") == before["sandbox-llm-a"] and record("sandbox-llm-a")["deployment_id"] == deployments["sandbox-llm-a"]
+    assert unit_state("sandbox-llm-a") == before["sandbox-llm-a"]
+    assert record("sandbox-llm-a")["deployment_id"] == deployments["sandbox-llm-a"]
     assert record("sandbox-llm-b")["deployment_id"] != deployments["sandbox-llm-b"]
     assert summary("sandbox-llm-b")["status"] == "passed"
 
