@@ -11,7 +11,7 @@ short_description: The component digests of what this run would deploy to a host
 version_added: 0.3.0
 author: llmops.serving contributors (@llmops)
 description:
-  - "From M(llmops.serving.rollout_inputs#lookup)'s result (the collection digest and each role's option names) and the
+  - "From P(llmops.serving.rollout_inputs#lookup)'s result (the collection digest and each role's option names) and the
     host's variables: one SHA-256 per role over the values its options have for this host (an option the inventory
     does not set counts as unset: the role's default is part of the collection digest), the collection digest, and one
     per O(state) entry (what the node and the container say, such as the host's driver version file or the staged model
