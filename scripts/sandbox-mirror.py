@@ -10,7 +10,12 @@ Usage: scripts/sandbox-mirror.py OUTDIR [--driver-version 580.95.05] [--cuda-ver
 
 OUTDIR/nvidia/NVIDIA-Linux-x86_64-<driver>.run   stand-in installer (simulators/standins/nvidia_installer)
 OUTDIR/cuda/                                     flat apt repository (simulators/standins/cuda_repo), unsigned
-OUTDIR/wheels/                                   sglang-sim and the stand-in sglang wheels (pip wheel --no-deps)
+OUTDIR/wheels/                                   sglang-sim and the stand-in sglang wheels (pip wheel --no-deps):
+  sglang_sim-0.1.0-py3-none-any.whl                the SGLang simulator (simulators/sglang_sim)
+  sglang-0.5.23+standin-py3-none-any.whl           the stand-in sglang (simulators/standins/sglang_standin)
+  sglang-0.5.23.post1+standin-py3-none-any.whl     the same source as a release that cannot start (STANDIN_FAULT
+                                                   "oom"), for the package-rollback test; sglang==0.5.23 does not
+                                                   match it (PEP 440), so a pinned install never gets it
 OUTDIR/models/Qwen3.6-27B/                       pre-staged model directory (simulators/standins/models)
 OUTDIR/MANIFEST.json                             every file's sha256 and size, the options and the inputs' digest
 
@@ -42,7 +47,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STANDINS = os.path.join("simulators", "standins")
 INSTALLER_GENERATOR = os.path.join(STANDINS, "nvidia_installer", "make-installer.py")
 REPO_BUILDER = os.path.join(STANDINS, "cuda_repo", "build-standin-repo.py")
-WHEEL_SOURCES = [os.path.join("simulators", "sglang_sim"), os.path.join(STANDINS, "sglang_standin")]
+SGLANG_STANDIN = os.path.join(STANDINS, "sglang_standin")
+WHEEL_SOURCES = [os.path.join("simulators", "sglang_sim"), SGLANG_STANDIN]
+# Further releases of the stand-in sglang: copies of its source with another version and description and a fault of
+# the simulator in STANDIN_FAULT (sglang-sim applies it when SGLANG_SIM_FAULT is unset).
+FAULTY_SGLANG_RELEASES = [
+    {"version": "0.5.23.post1+standin", "fault": "oom",
+     "description": "stand-in of a release that cannot start on the sandbox's GPUs (the simulator's startup OOM); "
+                    "for the package-rollback test"},
+]
 MODEL = "Qwen3.6-27B"
 MODEL_SOURCE = os.path.join(STANDINS, "models", MODEL)
 # Everything whose change changes the mirror (this script is added by input_files()).
@@ -154,6 +167,7 @@ def expected_layout(options):
         f"cuda/{cuda_package}_*_amd64.deb",
         "wheels/sglang_sim-0.1.0-py3-none-any.whl",
         "wheels/sglang-0.5.23+standin-py3-none-any.whl",
+    ] + [f"wheels/sglang-{release['version']}-py3-none-any.whl" for release in FAULTY_SGLANG_RELEASES] + [
         f"models/{MODEL}/config.json",
         f"models/{MODEL}/.cache/huggingface/download/config.json.metadata",
     ]
@@ -196,16 +210,45 @@ def build_cuda_repo(tmp, options, env):
     run("build the CUDA apt repository stand-in", argv, env)
 
 
+def rewrite_line(path, pattern, line):
+    """Replace the one line of the file that matches `pattern` (a ValueError when not exactly one does)."""
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    text, count = re.subn(pattern, lambda _match: line, text, flags=re.M)
+    if count != 1:
+        raise ValueError(f"{path}: expected one line matching {pattern!r}, found {count}")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def make_release_source(standin, release):
+    """Turn a copy of the stand-in sglang's source into `release`: its version, description and STANDIN_FAULT."""
+    pyproject = os.path.join(standin, "pyproject.toml")
+    package = os.path.join(standin, "sglang", "__init__.py")
+    rewrite_line(pyproject, r'^version = ".*"$', f'version = "{release["version"]}"')
+    rewrite_line(pyproject, r'^description = ".*"$', f'description = "{release["description"]}"')
+    rewrite_line(package, r'^__version__ = ".*"$', f'__version__ = "{release["version"]}"')
+    rewrite_line(package, r'^STANDIN_FAULT = ".*"$', f'STANDIN_FAULT = "{release["fault"]}"')
+
+
+def copy_source(source, copy):
+    shutil.copytree(os.path.join(ROOT, source), copy, ignore=lambda _dir, names: [n for n in names if ignored(n)])
+    return copy
+
+
 def build_wheels(tmp, env):
     # Build from copies: setuptools writes build/ and *.egg-info into the tree it builds.
     with tempfile.TemporaryDirectory(prefix="sandbox-mirror-src.") as sources:
-        copies = []
-        for source in WHEEL_SOURCES:
-            copy = os.path.join(sources, os.path.basename(source))
-            shutil.copytree(os.path.join(ROOT, source), copy, ignore=lambda _dir, names: [n for n in names if ignored(n)])
-            copies.append(copy)
-        run("build the wheels", [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
-                                 "--wheel-dir", os.path.join(tmp, "wheels")] + copies, env)
+        copies = [copy_source(source, os.path.join(sources, os.path.basename(source))) for source in WHEEL_SOURCES]
+        # One pip run per release of the stand-in sglang: pip refuses two versions of one project in one run.
+        batches = [copies]
+        for release in FAULTY_SGLANG_RELEASES:
+            copy = copy_source(SGLANG_STANDIN, os.path.join(sources, f"sglang-{release['version']}"))
+            make_release_source(copy, release)
+            batches.append([copy])
+        for batch in batches:
+            run("build the wheels", [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
+                                     "--no-deps", "--wheel-dir", os.path.join(tmp, "wheels")] + batch, env)
 
 
 def stage_model(tmp):

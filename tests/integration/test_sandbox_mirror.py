@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """scripts/sandbox-mirror.py for real: a mirror built into tmp_path (dpkg-deb, and pip wheel with build isolation, which
-fetches setuptools from the package index), its layout and contents, the no-op second run, the rebuild on a new option.
-About 10 s per build; two builds here."""
+fetches setuptools from the package index), its layout and contents, a pinned install and the upgrade to the stand-in
+release that cannot start, the no-op second run, the rebuild on a new option with the same wheels. About 10 s per
+build; two builds here."""
 from __future__ import annotations
 
 import hashlib
@@ -14,8 +15,10 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import pathlib
+import sys
 import tarfile
 import zipfile
 
@@ -61,6 +64,7 @@ def test_build_the_layout_then_a_second_run_does_nothing(tmp_path, capsys):
         "cuda/Packages", "cuda/Release", "cuda/cuda-keyring_1.1-1_all.deb", "cuda/cuda-toolkit-13-0_13.0.2-1_amd64.deb",
         "cuda/cuda-toolkit-12-8_12.8.1-1_amd64.deb", "cuda/cuda-drivers_580.95.05-1_amd64.deb", "cuda/cuda_13.0.2-1_amd64.deb",
         "wheels/sglang_sim-0.1.0-py3-none-any.whl", "wheels/sglang-0.5.23+standin-py3-none-any.whl",
+        "wheels/sglang-0.5.23.post1+standin-py3-none-any.whl",
         "models/Qwen3.6-27B/config.json", "models/Qwen3.6-27B/.cache/huggingface/download/config.json.metadata",
     }
     for relative, entry in manifest["files"].items():
@@ -84,6 +88,7 @@ def test_build_the_layout_then_a_second_run_does_nothing(tmp_path, capsys):
         metadata = wheel.read("sglang-0.5.23+standin.dist-info/METADATA").decode()
         assert "sglang/srt/server_args.py" in wheel.namelist()
     assert "Requires-Dist: sglang-sim" in metadata
+    check_the_failing_release(os.path.join(outdir, "wheels"), tmp_path)
     metadata_file = pathlib.Path(outdir, "models/Qwen3.6-27B/.cache/huggingface/download/config.json.metadata")
     assert metadata_file.read_text(encoding="utf-8").splitlines()[0] == "0123456789abcdef0123456789abcdef01234567"
     # The sources were built from copies: no build outputs were left in the tree.
@@ -98,3 +103,51 @@ def test_build_the_layout_then_a_second_run_does_nothing(tmp_path, capsys):
     assert mirror.main(argv + ["--driver-version", "580.82.07"]) == 0
     assert "the inputs changed" in capsys.readouterr().out
     assert os.listdir(os.path.join(outdir, "nvidia")) == ["NVIDIA-Linux-x86_64-580.82.07.run"]
+    # Reproducible: the same sources give the same wheels.
+    rebuilt = json.loads((tmp_path / "mirror" / "MANIFEST.json").read_text())["files"]
+    wheels = sorted(name for name in manifest["files"] if name.startswith("wheels/"))
+    assert [rebuilt[name] for name in wheels] == [manifest["files"][name] for name in wheels]
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def check_the_failing_release(wheels, tmp_path):
+    """sglang==0.5.23 installs the normal stand-in; the upgrade to 0.5.23.post1+standin installs one whose server dies
+    with the simulator's startup OOM, with no SGLANG_SIM_FAULT set."""
+    with zipfile.ZipFile(os.path.join(wheels, "sglang-0.5.23.post1+standin-py3-none-any.whl")) as wheel:
+        metadata = wheel.read("sglang-0.5.23.post1+standin.dist-info/METADATA").decode()
+    assert "Version: 0.5.23.post1+standin\n" in metadata and "Requires-Dist: sglang-sim" in metadata
+    assert ("Summary: stand-in of a release that cannot start on the sandbox's GPUs (the simulator's startup OOM); "
+            "for the package-rollback test\n") in metadata
+
+    venv = str(tmp_path / "venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=60)
+    python = os.path.join(venv, "bin", "python")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("SGLANG_", "PYTHON"))}
+
+    def install(requirement):
+        subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--disable-pip-version-check",
+                        "--no-index", "--find-links", wheels, requirement], check=True, timeout=120, env=env)
+
+    def installed():
+        probe = ("from importlib import metadata; import sglang; from sglang_sim import knobs; "
+                 "print(metadata.version('sglang'), sglang.__version__, ','.join(sorted(knobs.load_knobs([]).faults)) or '-')")
+        return subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True, timeout=60, env=env).stdout.split()
+
+    install("sglang==0.5.23")
+    assert installed() == ["0.5.23+standin", "0.5.23+standin", "-"], "sglang==0.5.23 must not match 0.5.23.post1 (PEP 440)"
+    install("sglang==0.5.23.post1+standin")
+    assert installed() == ["0.5.23.post1+standin", "0.5.23.post1+standin", "oom"]
+    # The server of that release dies at start as SGLang does on a GPU too small for it (TP 2 fits the simulated GPUs).
+    server = subprocess.run(
+        [os.path.join(venv, "bin", "sglang-sim"), "--model-path", "Qwen/Qwen3.6-27B", "--port", str(free_port()), "--tp", "2",
+         "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+         "--speculative-num-draft-tokens", "4"],
+        capture_output=True, text=True, timeout=60, check=False, env=dict(env, SGLANG_SIM_STARTUP_SECONDS="0.5"))
+    assert server.returncode == -9, server.stderr
+    assert "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache." in server.stderr
+    assert "The server is fired up and ready to roll!" not in server.stderr

@@ -5,7 +5,8 @@
 """Simulator-only settings: SGLANG_SIM_* environment variables, overridden by `--sim-*` flags.
 
 `--sim-*` flags are taken out of argv before SGLang's own parser sees it, so they never change how SGLang's
-flags (and their abbreviations) parse.
+flags (and their abbreviations) parse. Without a fault in either, the installed `sglang` stand-in release's
+STANDIN_FAULT applies, so a mirror can offer a release that fails to start.
 """
 from __future__ import annotations
 
@@ -77,6 +78,15 @@ def parse_faults(text: str) -> frozenset:
     return faults - {"healthy"}
 
 
+def standin_fault() -> str:
+    """The fault the installed `sglang` stand-in release carries (its STANDIN_FAULT); "" without one."""
+    try:
+        import sglang  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        return ""
+    return getattr(sglang, "STANDIN_FAULT", "") or ""
+
+
 def load_knobs(sim_argv, environ=None) -> SimKnobs:
     environ = os.environ if environ is None else environ
     parser = _sim_parser()
@@ -105,11 +115,14 @@ def load_knobs(sim_argv, environ=None) -> SimKnobs:
     knobs.gpu_memory_gb = pick(flags.sim_gpu_memory_gb, "SGLANG_SIM_GPU_MEMORY_GB", float, knobs.gpu_memory_gb)
     if knobs.gpu_memory_gb <= 1.0:
         parser.error("SGLANG_SIM_GPU_MEMORY_GB must be above 1 (GiB of one GPU)")
-    fault_text = pick(flags.sim_fault, "SGLANG_SIM_FAULT", str, "healthy")
+    fault_text = pick(flags.sim_fault, "SGLANG_SIM_FAULT", str, None)
+    fault_origin = ""
+    if fault_text is None:
+        fault_text, fault_origin = standin_fault() or "healthy", "the installed sglang stand-in's STANDIN_FAULT: "
     try:
         knobs.faults = parse_faults(fault_text)
     except ValueError as error:
-        parser.error(str(error))
+        parser.error(fault_origin + str(error))
     config_text = pick(flags.sim_generation_config, "SGLANG_SIM_GENERATION_CONFIG", str, None)
     if config_text:
         try:

@@ -138,11 +138,43 @@ def test_layout_names_what_is_missing(tmp_path):
     missing = mirror.missing_from_layout(outdir, OPTIONS)
     assert missing == [
         "cuda/Packages", "cuda/Release", "cuda/cuda-keyring_1.1-1_all.deb",
-        "wheels/sglang-0.5.23+standin-py3-none-any.whl",
+        "wheels/sglang-0.5.23+standin-py3-none-any.whl", "wheels/sglang-0.5.23.post1+standin-py3-none-any.whl",
         f"models/{mirror.MODEL}/config.json", f"models/{mirror.MODEL}/.cache/huggingface/download/config.json.metadata",
     ]
     # Another toolkit release is another package name.
     assert "cuda/cuda-toolkit-12-8_*_amd64.deb" in mirror.missing_from_layout(outdir, dict(OPTIONS, cuda_version="12.8"))
+
+
+def package_constants(path):
+    """(__version__, STANDIN_FAULT) of a stand-in sglang/__init__.py, read without importing it."""
+    module = load(path, "sglang_standin_package")
+    return module.__version__, module.STANDIN_FAULT
+
+
+def test_the_failing_release_is_the_standin_source_with_its_version_description_and_fault(tmp_path):
+    copy = str(tmp_path / "sglang_standin")
+    mirror.copy_source(mirror.SGLANG_STANDIN, copy)
+    release = {"version": "0.5.23.post1+standin", "fault": "oom", "description": "a release that cannot start"}
+    mirror.make_release_source(copy, release)
+    pyproject = (tmp_path / "sglang_standin" / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'version = "0.5.23.post1+standin"\n' in pyproject and "0.5.23+standin" not in pyproject
+    assert 'description = "a release that cannot start"\n' in pyproject
+    assert package_constants(os.path.join(copy, "sglang", "__init__.py")) == ("0.5.23.post1+standin", "oom")
+    # The rest of the source is the stand-in's, without its build outputs.
+    original = os.path.join(REPO, mirror.SGLANG_STANDIN, "sglang", "srt", "server_args.py")
+    with open(original, encoding="utf-8") as handle:
+        assert (tmp_path / "sglang_standin" / "sglang" / "srt" / "server_args.py").read_text(encoding="utf-8") == handle.read()
+    assert not any(mirror.ignored(name) for _dir, dirs, files in os.walk(copy) for name in dirs + files)
+    # The source of the normal release is untouched: it carries no fault.
+    assert package_constants(os.path.join(REPO, mirror.SGLANG_STANDIN, "sglang", "__init__.py")) == ("0.5.23+standin", "")
+
+
+def test_a_source_without_the_line_to_rewrite_is_refused(tmp_path):
+    copy = str(tmp_path / "sglang_standin")
+    mirror.copy_source(mirror.SGLANG_STANDIN, copy)
+    write(os.path.join(copy, "sglang", "__init__.py"), '__version__ = "0.5.23+standin"\n')
+    with pytest.raises(ValueError, match="expected one line matching .*STANDIN_FAULT.*, found 0"):
+        mirror.make_release_source(copy, {"version": "0.5.23.post1+standin", "fault": "oom", "description": "d"})
 
 
 def test_replace_dir_swaps_in_the_new_tree(tmp_path):

@@ -5,6 +5,9 @@
 """The simulator's command line: SGLang 0.5.23's flags and argparse behaviour, and the separate --sim-* knobs."""
 from __future__ import annotations
 
+import sys
+import types
+
 import pytest
 
 from ansible_collections.llmops.serving.tests.unit.simulators.sim_harness import run_cli
@@ -128,6 +131,45 @@ def test_sim_flags_are_split_off_before_sglang_parses():
     assert loaded.faults == frozenset({"oom"})
     assert loaded.startup_seconds == 0.5
     assert loaded.iteration_ms == 5.0
+
+
+@pytest.fixture
+def installed_standin(monkeypatch):
+    """install(**attributes): a fake `sglang` stand-in release in sys.modules, as `import sglang` finds it."""
+    def install(**attributes):
+        monkeypatch.setitem(sys.modules, "sglang", types.SimpleNamespace(__version__="0.5.23.post1+standin", **attributes))
+    return install
+
+
+def test_the_installed_standins_fault_applies_when_neither_flag_nor_environment_sets_one(installed_standin):
+    installed_standin(STANDIN_FAULT="oom")
+    assert knobs.load_knobs([], environ={}).faults == frozenset({"oom"})
+    assert knobs.load_knobs([], environ={"SGLANG_SIM_FAULT": ""}).faults == frozenset({"oom"})
+    # The environment and the flag keep precedence, healthy included.
+    assert knobs.load_knobs([], environ={"SGLANG_SIM_FAULT": "healthy"}).faults == frozenset()
+    assert knobs.load_knobs([], environ={"SGLANG_SIM_FAULT": "never-ready"}).faults == frozenset({"never-ready"})
+    assert knobs.load_knobs(["--sim-fault", "degenerate"], environ={}).faults == frozenset({"degenerate"})
+
+
+@pytest.mark.parametrize("attributes", [{"STANDIN_FAULT": ""}, {}], ids=["normal release", "no STANDIN_FAULT"])
+def test_a_standin_without_a_fault_is_healthy(installed_standin, attributes):
+    installed_standin(**attributes)
+    assert knobs.load_knobs([], environ={}).faults == frozenset()
+
+
+def test_without_an_installed_sglang_the_simulator_is_healthy(monkeypatch):
+    # None in sys.modules makes `import sglang` raise ImportError.
+    monkeypatch.setitem(sys.modules, "sglang", None)
+    assert knobs.standin_fault() == ""
+    assert knobs.load_knobs([], environ={}).faults == frozenset()
+
+
+def test_an_unknown_standin_fault_names_its_origin(installed_standin, capsys):
+    installed_standin(STANDIN_FAULT="explode")
+    with pytest.raises(SystemExit) as exit_info:
+        knobs.load_knobs([], environ={})
+    assert exit_info.value.code == 2
+    assert "the installed sglang stand-in's STANDIN_FAULT: unknown fault mode(s) explode" in capsys.readouterr().err
 
 
 def test_faults_combine_and_healthy_is_empty():

@@ -5,3 +5,6 @@
 """Test stand-in for SGLang 0.5.23: only `sglang.srt.server_args`, backed by the SGLang simulator."""
 
 __version__ = "0.5.23+standin"
+# A stand-in release may carry a fault of the simulator (SGLANG_SIM_FAULT's values), which sglang-sim applies when
+# SGLANG_SIM_FAULT is unset; empty for the normal one. scripts/sandbox-mirror.py rewrites it for a failing release.
+STANDIN_FAULT = ""
