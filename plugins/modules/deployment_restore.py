@@ -67,10 +67,15 @@ notes:
     C(sglang_service_deployment_history)); a pruned deployment cannot be restored.
   - One run at a time per instance, this module and M(llmops.serving.deployment_record) alike (an flock on
     C(<state_dir>/<instance>/deployment.lock), shared in check mode).
+  - A deployment whose archived inputs name a C(package_environment) that is no longer a directory (a symbolic link to
+    one counts) is not restored, because its unit would start a python that is gone; the run fails before anything is
+    changed and says to deploy that version again or to restore another deployment. Environments that a current or
+    archived deployment names are kept by M(llmops.serving.package_environments).
   - A C(deployment.json) that is not a record is moved aside to C(deployment.json.corrupt-<UTC time>) and the run fails,
     as in M(llmops.serving.deployment_record), because the deployment to restore cannot be known from it.
 seealso:
   - module: llmops.serving.deployment_record
+  - module: llmops.serving.package_environments
 """
 
 EXAMPLES = r"""
@@ -171,6 +176,7 @@ from ansible_collections.llmops.serving.plugins.module_utils.deployment_layout i
     restored_record,
     utc_timestamp,
 )
+from ansible_collections.llmops.serving.plugins.module_utils.package_environments import restore_environment_error
 
 
 def _on_disk(path):
@@ -231,6 +237,10 @@ def restore(module, paths, result):
             raise ArchiveError(archive_missing_message(target_id, archive_dir))
         manifest_path = os.path.join(archive_dir, MANIFEST_NAME)
         manifest = parse_manifest(_read_text(manifest_path), target_id, manifest_path)
+        # The restored unit runs the server from the deployment's package environment: without it, it cannot start.
+        missing_environment = restore_environment_error(target_id, manifest["inputs"], manifest_path, os.path.isdir)
+        if missing_environment:
+            raise ArchiveError(missing_environment)
     except (ArchiveError, ManifestError, deployment_state.StateError) as exc:
         module.fail_json(msg=str(exc), **result)
 

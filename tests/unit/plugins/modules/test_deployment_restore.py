@@ -43,12 +43,13 @@ class Fleet:
         """{path: (bytes, mode)} of the managed files."""
         return {str(p): (p.read_bytes(), stat.S_IMODE(os.stat(p).st_mode)) for p in self.managed}
 
-    def record_args(self, revision):
+    def record_args(self, revision, **inputs):
         return {
             "instance": "qwen36",
             "files": [str(self.unit), str(self.launcher), str(self.pruner)],
             "env_files": [str(self.server_env)],
-            "inputs": {"model_path": "/models/Qwen3.6-27B", "model_revision": revision, "versions": {"sglang": "0.5.23"}},
+            "inputs": dict({"model_path": "/models/Qwen3.6-27B", "model_revision": revision, "versions": {"sglang": "0.5.23"}},
+                           **inputs),
             "state_dir": str(self.state_dir),
             "env_file": str(self.deployment_env),
         }
@@ -56,16 +57,16 @@ class Fleet:
     def restore_args(self, **extra):
         return dict({"instance": "qwen36", "state_dir": str(self.state_dir), "env_file": str(self.deployment_env)}, **extra)
 
-    def deploy_a(self):
+    def deploy_a(self, **inputs):
         self.write("[Service]\nExecStart=/a\n", "#!/bin/sh\nexec a\n", 0o755, SECRET_A, 0o600)
-        result, failed = run_module(deployment_record.main, self.record_args("r1"))
+        result, failed = run_module(deployment_record.main, self.record_args("r1", **inputs))
         assert not failed and result["changed"]
         return result["deployment_id"]
 
-    def deploy_b(self):
+    def deploy_b(self, **inputs):
         # B changes the unit and the launcher's content and mode, adds a secret variable and loosens the env file's mode.
         self.write("[Service]\nExecStart=/b\n", "#!/bin/sh\nexec b\n", 0o700, SECRET_B, 0o644)
-        result, failed = run_module(deployment_record.main, self.record_args("r2"))
+        result, failed = run_module(deployment_record.main, self.record_args("r2", **inputs))
         assert not failed and result["changed"]
         return result["deployment_id"]
 
@@ -345,3 +346,33 @@ def test_without_a_state_directory_a_restore_creates_nothing(fleet):
     result, failed = run_module(deployment_restore.main, fleet.restore_args())
     assert failed and "no deployment record" in result["msg"]
     assert not fleet.state_dir.exists()
+
+
+# -- the package environment the archived unit runs from ------------------------------------------------------------
+
+
+def test_a_deployment_whose_package_environment_is_gone_is_not_restored(fleet):
+    env_a, env_b = fleet.tmp_path / "envs" / "0.5.9-a41c07e2b9d3", fleet.tmp_path / "envs" / "0.5.23-3f2a9c1b7e0d"
+    env_a.mkdir(parents=True)
+    env_b.mkdir(parents=True)
+    id_a = fleet.deploy_a(package_environment=str(env_a))
+    fleet.deploy_b(package_environment=str(env_b))
+    env_a.rmdir()
+    before = fleet.snapshot()
+    for check_mode in (False, True):
+        result, failed = run_module(deployment_restore.main, fleet.restore_args(), check_mode=check_mode)
+        assert failed and not result.get("changed")
+        manifest = fleet.state_dir / "qwen36" / "deployments" / id_a / "manifest.json"
+        assert result["msg"].startswith(f"deployment {id_a} cannot be restored: its package environment {env_a} "
+                                        f"(package_environment of {manifest}) is not a directory any more")
+        assert "deploy SGLang 0.5.23 again" in result["msg"] and "restore another deployment" in result["msg"]
+        assert fleet.snapshot() == before
+
+    # A file in its place is no environment either; a symlink to a directory is one.
+    env_a.write_text("")
+    assert run_module(deployment_restore.main, fleet.restore_args())[1]
+    env_a.unlink()
+    (fleet.tmp_path / "elsewhere").mkdir()
+    env_a.symlink_to(fleet.tmp_path / "elsewhere")
+    result, failed = run_module(deployment_restore.main, fleet.restore_args())
+    assert not failed and result["changed"] and result["deployment_id"] == id_a
