@@ -9,13 +9,16 @@ leaves it up):
     .venv/bin/python tests/bench/bench_fleet_rerun.py [--containers 4] [--reruns 3] [--max-ratio 1.5] [--keep]
 
 After the first deploy of all N containers (SANDBOX_CONTAINERS=N), it times unchanged reruns with
-`--limit sandbox-llm-a` and over the whole fleet, alternately, and prints both medians and their ratio. Issue 15's
-target: N=4 costs at most 1.5 x one container. Exit 1 when the ratio exceeds --max-ratio, or when a rerun changed
-anything.
+`--limit sandbox-llm-a` and over the whole fleet, alternately, and prints both medians and their ratio. Then it rolls a
+package change out to the N containers (one more installer argument: a new SGLang virtualenv on each, staged in
+parallel, then the serial cutover) and prints how the time splits between staging and cutover. Issue 15's target: N=4
+costs at most 1.5 x one container. Exit 1 when the ratio exceeds --max-ratio, or when a rerun changed anything.
 """
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import os
 import pathlib
 import statistics
@@ -32,12 +35,30 @@ INVENTORY = REPO / "inventories" / "sandbox"
 SANDBOX = REPO / ".build" / "sandbox"
 
 
-def deploy(*args):
-    """deploy.yml on the sandbox inventory: (seconds, changed task runs, hosts in the rollout); exits when it fails."""
+STAGING_PLAY = "Stage SGLang on the containers that cut over"
+CUTOVER_PLAY = "Roll out the servers, one batch of containers at a time"
+
+
+def play_seconds(run, play):
+    """Wall time of one play of a run: its first task's start to its last task's end, over every host."""
+    times = [(datetime.datetime.fromisoformat(item.duration["start"].rstrip("Z")),
+              datetime.datetime.fromisoformat(item.duration["end"].rstrip("Z")))
+             for item in run.results if item.play == play and item.duration]
+    return (max(end for _start, end in times) - min(start for start, _end in times)).total_seconds() if times else 0.0
+
+
+def deploy_run(*args):
+    """deploy.yml on the sandbox inventory, an AnsibleRun; exits when it fails."""
     run = ansible_playbook("deploy.yml", *args, inventory=str(INVENTORY), cwd=str(REPO), timeout=7200,
                            environment={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")})
     if run.rc != 0:
         raise SystemExit("deploy.yml %s failed (%s)" % (" ".join(args), run.summary(4000)))
+    return run
+
+
+def deploy(*args):
+    """deploy.yml on the sandbox inventory: (seconds, changed task runs, hosts in the rollout); exits when it fails."""
+    run = deploy_run(*args)
     changed = sum(1 for item in run.results if item.result.get("changed"))
     rolled = sorted({item.host for item in run.results if item.host.startswith("sandbox-llm-")})
     return run.seconds, changed, rolled
@@ -71,6 +92,11 @@ def main():
                 if changed:
                     raise SystemExit("an unchanged rerun (%s) changed %d task runs" % (" ".join(args) or "fleet", changed))
                 target.append(seconds)
+        upgrade = deploy_run("-e", json.dumps({"sglang_installer_extra_args": ["--no-compile"]}))
+        staged = sorted({item.host for item in upgrade.results if item.play == STAGING_PLAY})
+        cut_over = sorted({item.host for item in upgrade.results if item.play == CUTOVER_PLAY})
+        if len(staged) != options.containers or len(cut_over) != options.containers:
+            raise SystemExit("the package change staged %s and cut over %s" % (staged, cut_over))
     finally:
         if not options.keep:
             sandbox("down", 2)
@@ -84,6 +110,9 @@ def main():
                 ("unchanged rerun, 1 container (median of %d)" % len(one), "%.1f s" % one_median),
                 ("unchanged rerun, %d containers (median of %d)" % (options.containers, len(fleet)), "%.1f s" % fleet_median),
                 ("%d containers / 1 container" % options.containers, "%.2f" % ratio),
+                ("package change to %d containers" % options.containers, "%.1f s" % upgrade.seconds),
+                ("  of which staging (parallel)", "%.1f s" % play_seconds(upgrade, STAGING_PLAY)),
+                ("  of which cutover (serial)", "%.1f s" % play_seconds(upgrade, CUTOVER_PLAY)),
                 ("target", "<= %.2f" % options.max_ratio)):
         print("| %-40s | %-10s |" % row)
     runs_one = ["%.1f" % seconds for seconds in one]

@@ -11,6 +11,8 @@ SGLang simulator as the server. The tests run in file order against one sandbox 
   first deploy (`scripts/sandbox.sh up`, as a user runs it) -> unchanged rerun is changed=0 -> verify.yml passes ->
   --check --diff of a change shows it and changes nothing -> a bad change (the simulator's startup OOM) stops the
   rollout at the first container, which is back on its previous deployment and verified, the second untouched ->
+  a package upgrade (a stand-in release that cannot start) is staged on both containers, fails at the first, which
+  runs its previous SGLang from its previous environment again, the second untouched ->
   the incident: unit stopped, a stray started with nohup on the port, verify.yml names the stray's PID; stray
   removed, deploy again passes -> `make sandbox-down` removes what it created and nothing else.
 
@@ -253,6 +255,65 @@ def test_bad_change_is_rolled_back_and_stops_the_rollout(sandbox):
     assert run.changed_tasks() == []
 
 
+def running_sglang(host):
+    """(environment, installed sglang version) of the process the unit runs: its program's virtualenv, asked there."""
+    argv = inside(host, "cat", "/proc/%s/cmdline" % unit_state(host)["MainPID"]).split("\0")
+    program = next(arg for arg in argv if arg.endswith("/bin/sglang-sim"))
+    env_bin = os.path.dirname(program)
+    version = inside(host, env_bin + "/python", "-c", "import importlib.metadata as m; print(m.version('sglang'))").strip()
+    return os.path.dirname(env_bin), version
+
+
+def test_a_package_upgrade_that_fails_verification_is_rolled_back_with_its_packages(sandbox):
+    # The mirror's 0.5.23.post1 stand-in is a release that cannot start on these GPUs (the simulator's startup OOM).
+    good = dict((host, record(host)) for host in HOSTS)
+    untouched = unit_state("sandbox-llm-b")
+    before = dict((host, running_sglang(host)) for host in HOSTS)
+    assert [version for _env, version in before.values()] == ["0.5.23+standin"] * len(HOSTS), before
+    extra = SANDBOX / "package-upgrade.json"
+    extra.write_text(json.dumps({"sglang_version": "0.5.23.post1"}))
+    # Check mode shows the install and the unit that would run the new environment, and installs nothing.
+    run = playbook("deploy.yml", "--check", "--diff", "--limit", "sandbox-llm-a", "-e", "@%s" % extra)
+    assert run.rc == 0, run.summary()
+    would = [item.result.get("msg") for item in run.results if item.task.endswith("Report the install that would run")]
+    assert would and "sglang==0.5.23.post1" in would[0], would
+    diffs = [item.result.get("diff") for item in run.results
+             if item.task.endswith("Install the systemd unit (validated with systemd-analyze verify)") and item.result.get("changed")]
+    assert diffs and "/opt/sglang/envs/0.5.23.post1-" in json.dumps(diffs), run.changed_tasks()
+    assert "0.5.23.post1" not in inside("sandbox-llm-a", "ls", "/opt/sglang/envs")
+    assert unit_state("sandbox-llm-b") == untouched
+    run = playbook("deploy.yml", "-e", "@%s" % extra)
+    assert run.rc != 0
+    stop = [item.result["msg"] for item in run.results if item.task.endswith("Stop the rollout") and item.result.get("failed")]
+    assert len(stop) == 1, run.failures()
+    assert "Rollout stopped at sandbox-llm-a (CT 301 on sandbox-node)" in stop[0]
+    assert "Not rolled out: sandbox-llm-b" in stop[0]
+    # Staged on both containers, in parallel, beside the running environment.
+    staged = dict((item.host, item.result["ansible_facts"]["sglang_venv"]) for item in run.results
+                  if item.task.endswith("Publish the virtualenv this request installs into")
+                  and item.play == "Stage SGLang on the containers that cut over")
+    assert sorted(staged) == sorted(HOSTS), staged
+    for host, env in staged.items():
+        assert env != before[host][0] and "/0.5.23.post1-" in env, (env, before)
+        assert inside(host, env + "/bin/python", "-c", "import sglang; print(sglang.__version__)").strip() == "0.5.23.post1+standin"
+    report = json.loads((REPORTS / "rollout-sandbox-llm-a.json").read_text())
+    assert report["rollback"]["status"] == "passed", report
+    assert report["rollback"]["deployment_id"] == good["sandbox-llm-a"]["deployment_id"]
+    # The first container runs its previous SGLang again, from its previous environment, verified.
+    assert running_sglang("sandbox-llm-a") == before["sandbox-llm-a"]
+    assert record("sandbox-llm-a")["deployment_id"] == good["sandbox-llm-a"]["deployment_id"]
+    assert record("sandbox-llm-a")["inputs"]["package_environment"] == before["sandbox-llm-a"][0]
+    assert summary("sandbox-llm-a")["status"] == "passed"
+    # The second: never cut over. Same record, same process, same packages.
+    assert record("sandbox-llm-b") == good["sandbox-llm-b"]
+    assert unit_state("sandbox-llm-b") == untouched
+    assert running_sglang("sandbox-llm-b") == before["sandbox-llm-b"]
+    # The inventory's release is what runs: a plain rerun has nothing to do.
+    run = playbook("deploy.yml")
+    assert run.rc == 0, run.summary()
+    assert run.changed_tasks() == []
+
+
 def test_incident_replay_names_the_stray_and_a_deploy_recovers(sandbox):
     host = "sandbox-llm-a"
     inside(host, "systemctl", "stop", "sglang-qwen36-a.service")
@@ -260,7 +321,7 @@ def test_incident_replay_names_the_stray_and_a_deploy_recovers(sandbox):
     # process it started lets go of the terminal, so it is not waited for beyond a few seconds. The served model name
     # marks the stray so that the cleanup below can find it whatever its PID.
     argv, env = sim_command("pct", "--state-dir", PVE_SIM.state, "exec", HOSTS[host]["vmid"], "--", "bash", "-c",
-                            "cd /tmp && nohup /opt/sglang/venv/bin/sglang-sim --model-path /srv/llmops-mirror/models/Qwen3.6-27B "
+                            "cd /tmp && nohup /opt/sglang/envs/0.5.23-*/bin/sglang-sim --model-path /srv/llmops-mirror/models/Qwen3.6-27B "
                             "--served-model-name stray-relaunch --port 30000 --tp-size 2 --speculative-algorithm NEXTN "
                             "> /tmp/nohup-relaunch.log 2>&1 < /dev/null &")
     launch = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,  # pylint: disable=consider-using-with

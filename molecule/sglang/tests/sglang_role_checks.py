@@ -6,7 +6,7 @@ import concurrent.futures
 
 from ansible_collections.llmops.serving.tests.support.ansible_run import rerun_converge
 
-VENV = "/opt/sglang/venv"
+ENVS_DIR = "/opt/sglang/envs"
 FACTS = "/var/tmp/molecule-sglang-facts.json"
 # The flags sglang_service renders with its defaults (checked against its defaults file in the tests).
 CUDA_GRAPH_MAX_BS_ERROR = "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"

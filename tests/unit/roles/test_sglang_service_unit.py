@@ -15,13 +15,20 @@ import pytest
 import yaml
 
 from ansible_collections.llmops.serving.tests.unit.plugins.module_utils import systemd_reference as ref
-from ansible_collections.llmops.serving.tests.unit.roles.templar import REPO, render
+from ansible_collections.llmops.serving.tests.unit.roles.templar import REPO
+from ansible_collections.llmops.serving.tests.unit.roles.templar import render as render_with
 
 ROLE = "roles/sglang_service"
 ROLE_VARS = (ROLE + "/defaults/main.yml", ROLE + "/vars/main.yml")
 PWNED = "ExecStartPre=+/bin/touch /tmp/pwned"
 PRUNER = "/usr/local/libexec/llmops-serving/sglang-log-prune"
 LAUNCHER = "/usr/local/libexec/llmops-serving/sglang-launch"
+# What the sglang role publishes in the same play: the virtualenv of its install request, which the server runs from.
+PUBLISHED = {"sglang_venv": "/opt/sglang/envs/0.5.23-0123456789ab"}
+
+
+def render(text, variables, var_files):
+    return render_with(text, dict(PUBLISHED, **(variables or {})), var_files)
 
 
 def template(name):
@@ -153,3 +160,14 @@ def test_the_secret_environment_file_holds_the_values_exactly_and_not_the_api_ke
 def test_the_systemd_version_the_credential_check_compares(stdout, version):
     assert render("{{ _sglang_service_systemd_version }}", {"_sglang_service_systemctl_version": {"stdout": stdout}},
                   ROLE_VARS) == version
+
+
+def test_the_server_runs_from_the_published_virtualenv_and_the_record_names_it():
+    venv = PUBLISHED["sglang_venv"]
+    argv = render("{{ _sglang_service_argv }}", {}, ROLE_VARS)
+    assert argv[:3] == [venv + "/bin/python", "-m", "sglang.launch_server"]
+    assert render("{{ sglang_service_package_environment }}", {}, ROLE_VARS) == venv
+    # A program outside the virtualenv (or in a directory that only starts with its name) names no environment: the
+    # sglang role may prune every environment no deployment names, so a wrong name here could remove a running one.
+    for command in (["/usr/local/bin/sglang-sim"], [venv + "-other/bin/python"]):
+        assert render("{{ sglang_service_package_environment }}", {"sglang_service_server_command": command}, ROLE_VARS) == ""
