@@ -19,7 +19,8 @@ if SIM_SOURCE not in sys.path:
 
 from pve_sim import configfile, pct_config  # noqa: E402  pylint: disable=wrong-import-position
 from pve_sim.gpu_kit import create_kit, write_node_programs  # noqa: E402  pylint: disable=wrong-import-position
-from pve_sim.runtime import TaskFailed, render_lxc_config, translate_raw  # noqa: E402  pylint: disable=wrong-import-position
+from pve_sim import runtime as runtime_module  # noqa: E402  pylint: disable=wrong-import-position
+from pve_sim.runtime import TaskFailed, parse_cpuset, render_lxc_config, translate_raw  # noqa: E402  pylint: disable=wrong-import-position
 
 CONFIG = """#GPU box
 arch: amd64
@@ -114,3 +115,25 @@ def test_node_stand_ins_recreate_the_kit_with_the_current_uvm_major_and_log_thei
     subprocess.run([str(root / "usr/bin/udevadm"), "control", "--reload-rules"], check=True, timeout=30)
     assert (root / "nvidia-modprobe.log").read_text() == "-c0 -u\n"
     assert (root / "udevadm.log").read_text() == "control --reload-rules\n"
+
+
+def test_cores_take_the_cpus_the_other_running_containers_use_least(monkeypatch):
+    # pvestatd's rebalance_lxc_containers spreads one-core containers over the node's CPUs: on two CPUs, four
+    # containers end up on 0, 1, 0, 1 (pinning them all to CPU 0 would make a fleet look serial).
+    monkeypatch.setattr(runtime_module.os, "cpu_count", lambda: 2)
+    config = pct_config.parse("hostname: ct\ncores: 1\n")
+    placed, load = [], [0, 0]
+    for _container in range(4):
+        lines = render_lxc_config(120, config, "/r", 1, cpu_load=load).splitlines()
+        cpus = [line.split("=", 1)[1].strip() for line in lines if line.startswith("lxc.cgroup.cpuset.cpus")]
+        placed.append(cpus[0])
+        load[int(cpus[0])] += 1
+    assert placed == ["0", "1", "0", "1"]
+    two = pct_config.parse("hostname: ct\ncores: 2\n")
+    assert "lxc.cgroup.cpuset.cpus = 0-1" in render_lxc_config(120, two, "/r", 1, cpu_load=[5, 3]).splitlines()
+
+
+def test_cpuset_lists_are_read_as_the_kernel_writes_them():
+    assert parse_cpuset("0-2,5") == {0, 1, 2, 5}
+    assert parse_cpuset(" 1 ") == {1}
+    assert parse_cpuset("") == set() and parse_cpuset("x-1,3") == {3}
