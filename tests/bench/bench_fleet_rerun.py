@@ -11,7 +11,9 @@ leaves it up):
 After the first deploy of all N containers (SANDBOX_CONTAINERS=N), it times unchanged reruns with
 `--limit sandbox-llm-a` and over the whole fleet, alternately, and prints both medians and their ratio. Then it rolls a
 package change out to the N containers (one more installer argument: a new SGLang virtualenv on each, staged in
-parallel, then the serial cutover) and prints how the time splits between staging and cutover. Issue 15's target: N=4
+parallel, then the serial cutover) and prints how the time splits between staging and cutover. The CPU seconds the
+machine spent busy in each rerun say how much of the ratio is work that the machine's CPUs cannot run side by side
+(the controller, the containers and the simulated servers share them here). Issue 15's target: N=4
 costs at most 1.5 x one container. Exit 1 when the ratio exceeds --max-ratio, or when a rerun changed anything.
 """
 from __future__ import annotations
@@ -47,6 +49,14 @@ def play_seconds(run, play):
     return (max(end for _start, end in times) - min(start for start, _end in times)).total_seconds() if times else 0.0
 
 
+def machine_cpu_seconds():
+    """CPU seconds the whole machine spent busy since boot (/proc/stat: every state but idle and iowait)."""
+    with open("/proc/stat", encoding="ascii") as handle:
+        fields = [int(value) for value in handle.readline().split()[1:]]
+    busy = sum(fields[:8]) - fields[3] - fields[4]
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
 def deploy_run(*args):
     """deploy.yml on the sandbox inventory, an AnsibleRun; exits when it fails."""
     run = ansible_playbook("deploy.yml", *args, inventory=str(INVENTORY), cwd=str(REPO), timeout=7200,
@@ -58,10 +68,21 @@ def deploy_run(*args):
 
 def deploy(*args):
     """deploy.yml on the sandbox inventory: (seconds, changed task runs, hosts in the rollout); exits when it fails."""
+    cpu_before = machine_cpu_seconds()
     run = deploy_run(*args)
+    run.cpu_seconds = machine_cpu_seconds() - cpu_before
     changed = sum(1 for item in run.results if item.result.get("changed"))
     rolled = sorted({item.host for item in run.results if item.host.startswith("sandbox-llm-")})
-    return run.seconds, changed, rolled
+    return run.seconds, changed, rolled, run
+
+
+def play_breakdown(run):
+    """[(play, wall seconds, task runs)] of a run, in play order."""
+    plays = []
+    for item in run.results:
+        if not plays or plays[-1] != item.play:
+            plays.append(item.play)
+    return [(play, play_seconds(run, play), sum(1 for item in run.results if item.play == play)) for play in plays]
 
 
 def sandbox(action, containers):
@@ -81,17 +102,19 @@ def main():
     if SANDBOX.exists():
         raise SystemExit("a sandbox exists in %s: run `make sandbox-down` first" % SANDBOX)
     one, fleet = [], []
+    last = {}
     try:
         sandbox("prepare", options.containers)
-        first_seconds, _changed, rolled = deploy()
+        first_seconds, _changed, rolled, _run = deploy()
         if len(rolled) != options.containers:
             raise SystemExit("the first deploy reached %s, not %d containers" % (rolled, options.containers))
         for _run in range(max(options.reruns, 1)):
             for target, args in ((one, ("--limit", "sandbox-llm-a")), (fleet, ())):
-                seconds, changed, _rolled = deploy(*args)
+                seconds, changed, _rolled, run = deploy(*args)
                 if changed:
                     raise SystemExit("an unchanged rerun (%s) changed %d task runs" % (" ".join(args) or "fleet", changed))
                 target.append(seconds)
+                last[id(target)] = run
         upgrade = deploy_run("-e", json.dumps({"sglang_installer_extra_args": ["--no-compile"]}))
         staged = sorted({item.host for item in upgrade.results if item.play == STAGING_PLAY})
         cut_over = sorted({item.host for item in upgrade.results if item.play == CUTOVER_PLAY})
@@ -110,6 +133,11 @@ def main():
                 ("unchanged rerun, 1 container (median of %d)" % len(one), "%.1f s" % one_median),
                 ("unchanged rerun, %d containers (median of %d)" % (options.containers, len(fleet)), "%.1f s" % fleet_median),
                 ("%d containers / 1 container" % options.containers, "%.2f" % ratio),
+                ("CPU busy, 1 container (last rerun)", "%.1f s" % last[id(one)].cpu_seconds),
+                ("CPU busy, %d containers (last rerun)" % options.containers, "%.1f s" % last[id(fleet)].cpu_seconds),
+                ("  %d containers / 1 container" % options.containers,
+                 "%.2f" % (last[id(fleet)].cpu_seconds / last[id(one)].cpu_seconds)),
+                ("machine's CPUs", "%d" % (os.cpu_count() or 1)),
                 ("package change to %d containers" % options.containers, "%.1f s" % upgrade.seconds),
                 ("  of which staging (parallel)", "%.1f s" % play_seconds(upgrade, STAGING_PLAY)),
                 ("  of which cutover (serial)", "%.1f s" % play_seconds(upgrade, CUTOVER_PLAY)),
@@ -118,6 +146,13 @@ def main():
     runs_one = ["%.1f" % seconds for seconds in one]
     runs_fleet = ["%.1f" % seconds for seconds in fleet]
     print("runs: 1 container %s; %d containers %s" % (runs_one, options.containers, runs_fleet))
+    # Where the time of the last rerun of each went: play by play, 1 container and N.
+    print("\n| %-58s | %-14s | %-14s |" % ("play (last unchanged rerun)", "1 container", "%d containers" % options.containers))
+    print("|%s|%s|%s|" % ("-" * 60, "-" * 16, "-" * 16))
+    fleet_plays = dict((play, (seconds, tasks)) for play, seconds, tasks in play_breakdown(last[id(fleet)]))
+    for play, seconds, tasks in play_breakdown(last[id(one)]):
+        other = fleet_plays.get(play, (0.0, 0))
+        print("| %-58s | %5.1f s %4d t | %5.1f s %4d t |" % (play[:58], seconds, tasks, other[0], other[1]))
     return 0 if ratio <= options.max_ratio else 1
 
 
