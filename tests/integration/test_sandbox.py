@@ -224,6 +224,15 @@ def test_check_diff_shows_a_change_and_changes_nothing(sandbox):
     assert dict((host, unit_state(host)) for host in HOSTS) == states
 
 
+def assert_stopped_at_the_first_container(run):
+    """The run failed at sandbox-llm-a's cutover: one "Stop the rollout" names it and the container not rolled out."""
+    assert run.rc != 0
+    stop = [item.result["msg"] for item in run.results if item.task.endswith("Stop the rollout") and item.result.get("failed")]
+    assert len(stop) == 1, run.failures()
+    assert "Rollout stopped at sandbox-llm-a (CT 301 on sandbox-node)" in stop[0]
+    assert "Not rolled out: sandbox-llm-b" in stop[0]
+
+
 def test_bad_change_is_rolled_back_and_stops_the_rollout(sandbox):
     good = dict((host, record(host)) for host in HOSTS)
     untouched = unit_state("sandbox-llm-b")
@@ -231,11 +240,7 @@ def test_bad_change_is_rolled_back_and_stops_the_rollout(sandbox):
     extra = SANDBOX / "bad-change.json"
     extra.write_text(json.dumps(bad))
     run = playbook("deploy.yml", "-e", "@%s" % extra)
-    assert run.rc != 0
-    stop = [item.result["msg"] for item in run.results if item.task.endswith("Stop the rollout") and item.result.get("failed")]
-    assert len(stop) == 1, run.failures()
-    assert "Rollout stopped at sandbox-llm-a (CT 301 on sandbox-node)" in stop[0]
-    assert "Not rolled out: sandbox-llm-b" in stop[0]
+    assert_stopped_at_the_first_container(run)
     report = json.loads((REPORTS / "rollout-sandbox-llm-a.json").read_text())
     assert report["rollback"]["status"] == "passed", report
     assert report["rollback"]["deployment_id"] == good["sandbox-llm-a"]["deployment_id"]
@@ -283,11 +288,7 @@ def test_a_package_upgrade_that_fails_verification_is_rolled_back_with_its_packa
     assert "0.5.23.post1" not in inside("sandbox-llm-a", "ls", "/opt/sglang/envs")
     assert unit_state("sandbox-llm-b") == untouched
     run = playbook("deploy.yml", "-e", "@%s" % extra)
-    assert run.rc != 0
-    stop = [item.result["msg"] for item in run.results if item.task.endswith("Stop the rollout") and item.result.get("failed")]
-    assert len(stop) == 1, run.failures()
-    assert "Rollout stopped at sandbox-llm-a (CT 301 on sandbox-node)" in stop[0]
-    assert "Not rolled out: sandbox-llm-b" in stop[0]
+    assert_stopped_at_the_first_container(run)
     # Staged on both containers, in parallel, beside the running environment.
     staged = dict((item.host, item.result["ansible_facts"]["sglang_venv"]) for item in run.results
                   if item.task.endswith("Publish the virtualenv this request installs into")
