@@ -1,0 +1,73 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The sglang role's input check, which both of its entry points run (main.yml and facts.yml, the one deploy.yml's plan
+runs on every container): a version or an environments directory an operator or an attacker typed must never name a
+virtualenv outside sglang_envs_dir, because root runs the programs in it. One ansible-playbook run, one local host per
+input, each host's verdict read from the json callback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from ansible_collections.llmops.serving.tests.unit.roles.templar import REPO
+
+PLAYBOOK = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role:
+        name: llmops.serving.sglang
+        tasks_from: inputs
+"""
+
+ACCEPTED = {
+    "release": {"sglang_version": "0.5.23"},
+    "post-release": {"sglang_version": "0.5.23.post1"},
+    "local-label": {"sglang_version": "0.5.23+cu130"},
+    "other-root": {"sglang_envs_dir": "/srv/sglang envs"},
+}
+REFUSED = {
+    "traversal": {"sglang_version": "0.5.23/../../../usr/local/bin"},
+    "absolute": {"sglang_version": "/etc"},
+    "newline": {"sglang_version": "0.5.23\nExecStartPre=/bin/sh"},
+    "empty": {"sglang_version": ""},
+    "space": {"sglang_version": "0.5.23 --target /"},
+    "relative-root": {"sglang_envs_dir": "opt/sglang/envs"},
+    "dotdot-root": {"sglang_envs_dir": "/opt/sglang/../../etc"},
+    "control-root": {"sglang_envs_dir": "/opt/sglang\x1b[2Jenvs"},
+}
+
+
+def run_inputs(tmp_path, cases):
+    inventory = {"all": {"hosts": {name: dict(variables, ansible_connection="local", ansible_python_interpreter=sys.executable)
+                                   for name, variables in cases.items()}}}
+    (tmp_path / "inventory.json").write_text(json.dumps(inventory))
+    (tmp_path / "play.yml").write_text(PLAYBOOK)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "collections"), ANSIBLE_STDOUT_CALLBACK="json",
+               ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
+    run = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(tmp_path / "inventory.json"),
+                          str(tmp_path / "play.yml")], capture_output=True, text=True, timeout=300, check=False, env=env, cwd=tmp_path)
+    report = json.loads(run.stdout)
+    tasks = report["plays"][0]["tasks"]
+    check = next(task for task in tasks if task["task"]["name"].endswith("Check the role's inputs"))
+    published = next(task for task in tasks if task["task"]["name"].endswith("Publish the virtualenv this request installs into"))
+    return check["hosts"], published["hosts"]
+
+
+def test_only_a_release_number_and_an_absolute_plain_root_name_the_virtualenv(tmp_path):
+    checked, published = run_inputs(tmp_path, dict(ACCEPTED, **REFUSED))
+    for name in ACCEPTED:
+        assert not checked[name].get("failed"), (name, checked[name])
+        venv = published[name]["ansible_facts"]["sglang_venv"]
+        root = ACCEPTED[name].get("sglang_envs_dir", "/opt/sglang/envs")
+        assert os.path.dirname(venv) == root and os.path.basename(venv).startswith(ACCEPTED[name].get("sglang_version", "0.5.23") + "-")
+    for name in REFUSED:
+        assert checked[name].get("failed"), (name, checked[name])
+        assert "sglang_version a release number" in checked[name]["msg"], checked[name]
+        # The refused host never publishes a virtualenv for the other roles to run.
+        assert name not in published
