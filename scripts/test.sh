@@ -44,7 +44,7 @@ tier_package() {
 # and the simulator, not on a core. The longest ones (measured) start first so the lanes end together; each scenario's
 # output is printed whole when it ends, so the log reads one scenario at a time.
 MOLECULE_JOBS=${MOLECULE_JOBS:-2}
-MOLECULE_LONGEST_FIRST=(sglang_verify sglang_service flash_attn sglang)
+MOLECULE_LONGEST_FIRST=(sglang_verify sglang_service flash_attn sglang_router sglang)
 
 tier_molecule() {
   scripts/docker-engine.sh && scripts/base-image.sh || return 1
