@@ -358,3 +358,57 @@ def make_server(state: ServerState) -> SimHTTPServer:
     if ":" in host:
         server_class = type("SimHTTPServer6", (SimHTTPServer,), {"address_family": socket.AF_INET6})
     return server_class((host, state.args["port"]), handler)
+
+
+class DummyHealthHandler(BaseHTTPRequestHandler):
+    """utils/common.py: launch_dummy_health_check_server - what a node with node_rank >= 1 serves on --port: GET
+    /ping, /health and /health_generate answer 200 with an empty body whatever the schedulers do; /metrics with
+    --enable-metrics (add_prometheus_middleware); anything else FastAPI's 404/405. uvicorn runs it with
+    log_level="warning", so no access lines."""
+    server_version = "uvicorn"
+    sys_version = ""
+    protocol_version = "HTTP/1.1"
+    enable_metrics = False
+    PATHS = ("/ping", "/health", "/health_generate")
+
+    def log_message(self, format, *args):  # pylint: disable=redefined-builtin
+        pass
+
+    def _send(self, status: int, body=b"", content_type="application/json"):
+        if isinstance(body, dict):
+            body = json.dumps(body).encode("utf-8")
+        self.send_response(status)
+        if body or status != 200:
+            self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):  # noqa: N802
+        path = self.path.split("?", 1)[0]
+        if path in self.PATHS:
+            self._send(200)
+        elif path == "/metrics" and self.enable_metrics:
+            self._send(200, b"", "text/plain; version=0.0.4; charset=utf-8")
+        else:
+            self._send(404, {"detail": "Not Found"})
+
+    def _other(self):
+        path = self.path.split("?", 1)[0]
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        if path in self.PATHS:
+            self._send(405, {"detail": "Method Not Allowed"})
+        else:
+            self._send(404, {"detail": "Not Found"})
+
+    do_POST = do_PUT = do_DELETE = do_HEAD = _other  # noqa: N815
+
+
+def make_dummy_health_server(host: str, port: int, enable_metrics: bool) -> SimHTTPServer:
+    handler = type("BoundDummyHealthHandler", (DummyHealthHandler,), {"enable_metrics": bool(enable_metrics)})
+    server_class = SimHTTPServer
+    if ":" in host:
+        server_class = type("SimHTTPServer6", (SimHTTPServer,), {"address_family": socket.AF_INET6})
+    return server_class((host, port), handler)

@@ -17,8 +17,8 @@ import sys
 import threading
 import time
 
-from sglang_sim import cli, knobs as knobs_mod, logfmt, procs, resolution, sampling, startup
-from sglang_sim.http_api import ServerState, make_server
+from sglang_sim import cli, knobs as knobs_mod, logfmt, multinode, procs, resolution, sampling, startup
+from sglang_sim.http_api import ServerState, make_dummy_health_server, make_server
 from sglang_sim.scheduler import Scheduler
 
 GRACEFUL_DRAIN_SECONDS = 60
@@ -32,10 +32,19 @@ class Launcher:
         self.children = {}
         self.sigterm = threading.Event()
         self.ready_children = set()
+        self.scheduler_pids = []
+        self.exit_status = {}
+        # tokenizer_manager.py: auto_create_handle_loop replaces the launch-phase SIGQUIT handler at the first request.
+        self.running_phase = False
 
     # ---- signals ------------------------------------------------------------------------------------------------
     def _on_sigquit(self, signum, frame):
-        logfmt.log("Received sigquit from a child process. It usually means the child failed.")
+        if self.running_phase:
+            # tokenizer_manager.py: SignalHandler.running_phase_sigquit_handler (an asyncio signal handler: no args).
+            logfmt.log("SIGQUIT received. signum=None, frame=None. It usually means one child failed.")
+        else:
+            # entrypoints/engine.py: _set_envs_and_config, launch_phase_sigquit_handler.
+            logfmt.log("Received sigquit from a child process. It usually means the child failed.")
         self.kill_process_tree(include_parent=True)
 
     def _on_sigchld(self, signum, frame):
@@ -47,6 +56,7 @@ class Launcher:
             if pid == 0:
                 return
             title = self.children.pop(pid, None)
+            self.exit_status[pid] = status
             if status != 0:
                 logfmt.log("Child process unexpectedly failed with an exit code %d. pid=%d" % (status, pid))
             if title and title.startswith("sglang::scheduler") and pid in self.ready_children and hasattr(self, "state"):
@@ -71,21 +81,29 @@ class Launcher:
     # ---- phases -------------------------------------------------------------------------------------------------
     def spawn_children(self, start: float):
         ready_fds = []
-        for rank in range(self.args["tp_size"]):
+        # entrypoints/engine.py: _calculate_rank_ranges - this node's TP ranks (all of them with one node).
+        for rank in multinode.tp_rank_range(self.args):
             read_fd, write_fd = os.pipe()
 
             def body(parent_pid, rank=rank, write_fd=write_fd, read_fd=read_fd):
                 os.close(read_fd)
-                code = startup.run_scheduler_rank(rank, self.args, self.knobs, write_fd, start, parent_pid)
+                holder = {}
+                code = startup.run_scheduler_rank(rank, self.args, self.knobs, write_fd, start, parent_pid, holder)
                 if code:
                     return code
+                if holder.get("comm") is not None:
+                    return startup.scheduler_loop(rank, self.args, parent_pid, holder["comm"])
                 return procs.idle_until_parent_dies(parent_pid)
 
             title = "sglang::scheduler_TP%d" % rank
             pid = procs.spawn(title, body, self.knobs.has("ignore-sigterm"))
             os.close(write_fd)
             self.children[pid] = title
+            self.scheduler_pids.append(pid)
             ready_fds.append((read_fd, pid))
+        if self.args.get("node_rank", 0) >= 1:
+            # engine.py: _launch_subprocesses - nodes with node_rank >= 1 run no detokenizer or tokenizer manager.
+            return ready_fds
         pid = procs.spawn("sglang::detokenizer", procs.idle_until_parent_dies, self.knobs.has("ignore-sigterm"))
         self.children[pid] = "sglang::detokenizer"
         return ready_fds
@@ -146,6 +164,7 @@ class Launcher:
         # --log-requests the warm-up is the first request logged.
         self.state.request_log.log_generate({"text": "The capital city of France is",
                                              "sampling_params": {"temperature": 0, "max_new_tokens": 8}})
+        self.running_phase = True
         scheduler.submit(request)
         remaining = self.knobs.startup_seconds * (1 - startup.PHASES["ready"])
         deadline = time.time() + max(0.0, remaining)
@@ -168,10 +187,61 @@ class Launcher:
             time.sleep(0.05)
         logfmt.log("Gracefully exiting... Remaining number of requests %d." % (len(scheduler.running) + len(scheduler.waiting)))
         scheduler.stop()
+        self.stop_remote_ranks()
         server.shutdown()
         server.server_close()
         # SGLang ends with kill_process_tree(include_parent=True): the launcher dies of its own SIGKILL (status 137).
         self.kill_process_tree(include_parent=self.knobs.sigterm_exit == "sigkill")
+        return 0
+
+    def stop_remote_ranks(self) -> None:
+        """tokenizer_manager.py: sigterm_watchdog sends ShutdownReq, which TP rank 0's scheduler broadcasts to every
+        rank (the other nodes' schedulers exit 0); here SIGUSR1 asks the TP0 child to send it."""
+        if not multinode.is_multinode(self.args) or not self.scheduler_pids:
+            return
+        pid = self.scheduler_pids[0]
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except OSError:
+            return
+        deadline = time.time() + 5
+        while pid in self.children and time.time() < deadline:
+            time.sleep(0.05)
+
+    def _on_follower_sigterm(self, signum, frame):
+        logfmt.log("SIGTERM received on node_rank %d; waiting for the rank-0 ShutdownReq broadcast to stop the "
+                   "schedulers." % self.args["node_rank"])
+
+    def serve_follower(self) -> int:
+        """engine.py: _launch_subprocesses for node_rank >= 1: after the schedulers are ready, a SIGTERM handler that
+        only logs, the dummy health check server on --host:--port, then block_until_scheduler_exits; launch_server
+        returns and the process ends."""
+        if not self.knobs.has("ignore-sigterm"):
+            signal.signal(signal.SIGTERM, self._on_follower_sigterm)
+        host, port = self.args["host"], self.args["port"]
+        where = "%s:%d" % (multinode.wrap_host(host), port)
+        try:
+            server = make_dummy_health_server(host, port, self.args.get("enable_metrics"))
+        except OSError as error:
+            # utils/common.py: launch_dummy_health_check_server - uvicorn's bind error ends the thread, not the node.
+            server = None
+            logfmt.log("[Errno %d] error while attempting to bind on address %r: %s"
+                       % (error.errno or 0, (host, port), (error.strerror or "").lower()))
+        if server is not None:
+            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="health-check-server",
+                             daemon=True).start()
+        logfmt.log("Dummy health check server started in background thread at %s" % where)
+        if server is None:
+            logfmt.log("Dummy health check server stopped at %s" % where)
+        for pid in self.scheduler_pids:
+            while pid in self.children:
+                time.sleep(0.1)
+            status = self.exit_status.get(pid, 0)
+            exitcode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+            logfmt.log("Scheduler or DataParallelController %d terminated with %d" % (pid, exitcode))
+        if server is not None:
+            server.shutdown()
+            server.server_close()
         return 0
 
     def run(self) -> int:
@@ -186,6 +256,8 @@ class Launcher:
         if not self.wait_for_schedulers(ready_fds):
             self.kill_process_tree(include_parent=False)
             return 1
+        if self.args.get("node_rank", 0) >= 1:
+            return self.serve_follower()
         plan = startup.memory_plan(self.args, self.knobs.gpu_memory_gb)
         # The scheduler serves what the pools allow: SGLang caps max_running_requests by the state pool.
         self.args["max_running_requests"] = plan["max_running_requests"]

@@ -80,3 +80,8 @@ def route_logger(name: str, level_name: str) -> None:
     logger.propagate = False
     if not any(isinstance(handler, SGLangLogHandler) for handler in logger.handlers):
         logger.addHandler(SGLangLogHandler())
+
+
+def emit_raw(line: str) -> None:
+    """A line written as is to stderr (torch's c10 log lines have their own prefix)."""
+    _emit(2, line)

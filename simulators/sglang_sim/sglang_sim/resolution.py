@@ -19,7 +19,8 @@ from functions named after SGLang's (each cites its source). Modelled:
   SpeculativeAlgorithm.from_string); _handle_eagle_family - max_running_requests 48, (3, 1, 4) when no step count is
   given (topk or draft tokens without steps: bare AssertionError), draft tokens forced to steps + 1 with topk 1,
   `--speculative-num-steps` without `--speculative-eagle-topk`: the TypeError SGLang's comparison raises.
-- validation_hook.py: check_server_args - a colon in served_model_name, tp_size divisible by nnodes.
+- validation_hook.py: check_server_args - a colon in served_model_name, tp_size divisible by nnodes, no dp_size > 1
+  with nnodes > 1.
 
 The values SGLang derives from the GPU (memory fraction, chunked prefill size, decode CUDA graph max batch size) follow
 memory_hook.py for the simulated GPU size (SGLANG_SIM_GPU_MEMORY_GB); the pools are sized at start (sglang_sim/memory.py). The other
@@ -222,6 +223,10 @@ def check_server_args(args):
     """validation_hook.py: check_server_args (the checks that concern a single-node deployment)."""
     if args["ep_join_mode"] != "scale":
         assert (args["tp_size"] * args["pp_size"]) % args["nnodes"] == 0, "tp_size must be divisible by number of nodes"
+    assert not (args["dp_size"] > 1 and args["nnodes"] != 1), (
+        "multi-node data-parallel replicas are not supported; use attention DP "
+        "(--attn-dp-size) across nodes"
+    )
     assert args["base_gpu_id"] >= 0, "base_gpu_id must be non-negative"
     assert ":" not in args["served_model_name"], (
         "served_model_name cannot contain a colon (':') character. "

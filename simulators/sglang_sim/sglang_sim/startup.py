@@ -13,7 +13,7 @@ import os
 import signal
 import time
 
-from sglang_sim import logfmt, memory
+from sglang_sim import logfmt, memory, multinode
 
 ARCHITECTURE = "Qwen3_5ForConditionalGeneration"
 DRAFT_ARCHITECTURE = "Qwen3_5ForCausalLMMTP"
@@ -95,17 +95,77 @@ def error_traceback(plan: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_scheduler_rank(rank: int, args: dict, knobs, ready_fd: int, start: float, parent_pid: int) -> int:
-    """Print one rank's startup, then report ready on ready_fd (or die of the OOM fault). Returns an exit code."""
+def _scheduler_exception(text: str, tag: str, parent_pid: int) -> int:
+    """managers/scheduler.py: run_scheduler_process - log the traceback, SIGQUIT the launcher, exit."""
+    logfmt.log("Scheduler hit an exception: " + text, tag)
+    try:
+        os.kill(parent_pid, signal.SIGQUIT)
+    except OSError:
+        pass
+    return 1
+
+
+def peer_lost_traceback(args: dict, rank: int, peer: str) -> str:
+    """The gloo failure of the request broadcast when another rank is gone (sglang_sim/multinode.py)."""
+    return multinode.format_traceback(multinode.loop_frames(args, rank),
+                                      "RuntimeError: %s Connection closed by peer %s" % (multinode.GLOO_PAIR, peer))
+
+
+def run_scheduler_rank(rank: int, args: dict, knobs, ready_fd: int, start: float, parent_pid: int, holder=None) -> int:
+    """Print one rank's startup, then report ready on ready_fd (or die of the OOM fault). Returns an exit code.
+
+    With --nnodes > 1 the rank first meets the others at the init address (sglang_sim/multinode.py); the communicator
+    is put in holder["comm"] for the scheduler's loop."""
     tag = logfmt.rank_tag(rank, args["tp_size"])
     total = knobs.startup_seconds
     plan = memory_plan(args, knobs.gpu_memory_gb)
     spec = args["speculative_algorithm"] is not None
-    logfmt.log("Init torch distributed begin.", tag)
-    _sleep_until(start, total, PHASES["dist"])
-    logfmt.log("Init torch distributed ends. elapsed=%.2f s, mem usage=0.21 GB" % (total * PHASES["dist"]), tag)
+    # distributed/bootstrap.py: init_parallel_runtime.
+    logfmt.log("Init parallel begin.", tag)
+    comm = None
+    if args.get("dist_init_addr") or multinode.is_multinode(args):
+        try:
+            host, port = multinode.init_address(args)
+        except ValueError as error:
+            frame = ("%s/sglang/srt/utils/network.py" % multinode.SITE, multinode.parse_error_line(str(error)),
+                     "_parse_port" if str(error).startswith(("Invalid port", "Port out")) else "parse", "raise ValueError(")
+            return _scheduler_exception(multinode.format_traceback(multinode.PARSE_FRAMES + [frame], "ValueError: %s" % error),
+                                        tag, parent_pid)
+    if multinode.is_multinode(args):
+        comm = multinode.Communicator(rank, args["tp_size"])
+        began = time.time()
+        try:
+            comm.rendezvous(host, port, multinode.dist_timeout(args))
+        except multinode.DistError as error:
+            if error.c10d_log:
+                logfmt.emit_raw(error.c10d_log)
+            return _scheduler_exception(multinode.format_traceback(error.frames, "%s: %s" % (error.exc_type, error.message)),
+                                        tag, parent_pid)
+        # The ranks leave the rendezvous together; the rest of the startup runs from there.
+        start = time.time() - total * PHASES["dist"]
+        logfmt.log("Init parallel ends. elapsed=%.2f s" % (time.time() - began), tag)
+        if holder is not None:
+            holder["comm"] = comm
+    else:
+        _sleep_until(start, total, PHASES["dist"])
+        logfmt.log("Init parallel ends. elapsed=%.2f s" % (total * PHASES["dist"]), tag)
+    logfmt.log("Memory baseline taken. mem usage=0.21 GB", tag)
+
+    def wait_phase(fraction):
+        if comm is None:
+            _sleep_until(start, total, fraction)
+            return None
+        try:
+            comm.wait(start + total * fraction, parent_pid)
+        except multinode.PeerLost as lost:
+            return _scheduler_exception(multinode.format_traceback(
+                multinode.INIT_FRAMES[:1] + multinode.loop_frames(args, rank)[-2:],
+                "RuntimeError: %s Connection closed by peer %s" % (multinode.GLOO_PAIR, lost.peer)), tag, parent_pid)
+        return None
+
     logfmt.log("Load weight begin. avail mem=%.2f GB" % plan["pre_gb"], tag)
-    _sleep_until(start, total, PHASES["weights"])
+    if wait_phase(PHASES["weights"]):
+        return 1
     avail = plan["pre_gb"] - plan["weights_gb"]
     logfmt.log("Load weight end. elapsed=%.2f s, type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB."
                % (total * (PHASES["weights"] - PHASES["dist"]), ARCHITECTURE, avail, plan["weights_gb"]), tag)
@@ -114,7 +174,8 @@ def run_scheduler_rank(rank: int, args: dict, knobs, ready_fd: int, start: float
         logfmt.log("Load weight end. elapsed=0.41 s, type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB."
                    % (DRAFT_ARCHITECTURE, avail, plan["draft_gb"]), tag)
     logfmt.log("Using KV cache dtype: torch.bfloat16", tag)
-    _sleep_until(start, total, PHASES["pools"])
+    if wait_phase(PHASES["pools"]):
+        return 1
     refused = plan["error"] is not None
     if knobs.has("oom") or refused:
         # Ranks finish profiling a little apart; the first SIGQUIT makes the launcher kill the others, so often only
@@ -150,7 +211,8 @@ def run_scheduler_rank(rank: int, args: dict, knobs, ready_fd: int, start: float
         step = (PHASES["graphs"] - PHASES["pools"]) / len(phases)
         for index, (name, extra) in enumerate(phases):
             logfmt.log("Capture %s CUDA graph begin. backend=full, %savail mem=%.2f GB" % (name, extra, avail), tag)
-            _sleep_until(start, total, PHASES["pools"] + step * (index + 1))
+            if wait_phase(PHASES["pools"] + step * (index + 1)):
+                return 1
             used = 0.12 + 0.01 * len(sizes)
             logfmt.log("Capture %s CUDA graph end. bs=%s, elapsed=%.2f s, mem usage=%.2f GB, avail mem=%.2f GB."
                        % (name, sizes, total * step, used, avail - used), tag)
@@ -160,7 +222,31 @@ def run_scheduler_rank(rank: int, args: dict, knobs, ready_fd: int, start: float
                    "context_len=%d, available_gpu_mem=%.2f GB"
                    % (plan["kv_tokens"], args["chunked_prefill_size"], args["max_prefill_tokens"], plan["max_running_requests"],
                       args["context_length"], max(0.3, plan["after_pools_gb"] - 0.4)), tag)
-    _sleep_until(start, total, PHASES["ready"])
+    if wait_phase(PHASES["ready"]):
+        return 1
     os.write(ready_fd, b"ready\n")
     os.close(ready_fd)
     return 0
+
+
+def scheduler_loop(rank: int, args: dict, parent_pid: int, comm) -> int:
+    """A multi-node scheduler after startup: the request broadcast fails when another rank is gone; rank 0's
+    ShutdownReq (SIGUSR1 from its launcher here) is broadcast to the others, whose schedulers then exit 0."""
+    tag = logfmt.rank_tag(rank, args["tp_size"])
+    shutdown = []
+    if rank == 0:
+        signal.signal(signal.SIGUSR1, lambda signum, frame: shutdown.append(True))
+    while True:
+        if shutdown:
+            comm.broadcast_shutdown()
+            comm.close()
+            return 0
+        try:
+            event = comm.wait(time.time() + 0.2, parent_pid)
+        except multinode.PeerLost as lost:
+            return _scheduler_exception(peer_lost_traceback(args, rank, lost.peer), tag, parent_pid)
+        if event == "shutdown":
+            comm.close()
+            return 0
+        if event == "parent":
+            return 0
