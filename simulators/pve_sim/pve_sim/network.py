@@ -16,6 +16,7 @@ import ipaddress
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 
@@ -189,6 +190,48 @@ def seal(name):
         _write_sysctl("ipv6/conf/%s/disable_ipv6" % name, "1")
 
 
+# Docker sets the FORWARD policy to DROP, and with br_netfilter loaded (bridge-nf-call-iptables = 1) frames between two
+# ports of one bridge pass that chain too: containers on the bridge could reach the host but not each other. A Proxmox
+# node's bridge passes them; this rule does the same for traffic that enters and leaves the same bridge, nothing more.
+BRIDGE_NF_CALL_IPTABLES = "/proc/sys/net/bridge/bridge-nf-call-iptables"
+
+
+def _intra_bridge_rule(name):
+    return ["FORWARD", "-i", name, "-o", name, "-j", "ACCEPT"]
+
+
+def _iptables(*args):
+    return subprocess.run(["iptables", "-w"] + list(args), capture_output=True, text=True, timeout=30, check=False)
+
+
+def bridge_netfilter_active():
+    try:
+        with open(BRIDGE_NF_CALL_IPTABLES, encoding="ascii") as handle:
+            return handle.read().strip() == "1"
+    except OSError:
+        return False
+
+
+def allow_intra_bridge(name, log=print):
+    """Let the bridge's ports reach each other where br_netfilter filters them; True when this call added the rule."""
+    if not bridge_netfilter_active() or shutil.which("iptables") is None:
+        return False
+    if _iptables("-C", *_intra_bridge_rule(name)).returncode == 0:
+        return False
+    result = _iptables("-I", *_intra_bridge_rule(name))
+    if result.returncode != 0:
+        raise BridgeError("iptables -I %s failed: %s" % (" ".join(_intra_bridge_rule(name)), result.stderr.strip()))
+    log("pve-sim: bridge %s: its ports may reach each other (iptables FORWARD -i %s -o %s ACCEPT; br_netfilter is on)"
+        % (name, name, name))
+    return True
+
+
+def remove_intra_bridge_rule(name):
+    while shutil.which("iptables") is not None and _iptables("-C", *_intra_bridge_rule(name)).returncode == 0:
+        if _iptables("-D", *_intra_bridge_rule(name)).returncode != 0:
+            break
+
+
 # -- the record in the state dir ----------------------------------------------------------------
 
 def _record_path(state_dir):
@@ -243,6 +286,9 @@ def ensure_bridges(state_dir, specs, log=print):
                 if spec.interface not in _addresses_of(spec.name):
                     _ip("addr", "add", spec.address, "dev", spec.name)
                 seal(spec.name)
+                if allow_intra_bridge(spec.name, log=log) or entry.get("intra_bridge_rule"):
+                    entry["intra_bridge_rule"] = True
+                    _save_record(state_dir, created)
                 _ip("link", "set", spec.name, "up")
                 log("pve-sim: bridge %s (%s) created earlier by this node" % (spec.name, spec.address))
             else:
@@ -255,6 +301,9 @@ def ensure_bridges(state_dir, specs, log=print):
         _save_record(state_dir, created)
         try:
             seal(spec.name)
+            if allow_intra_bridge(spec.name, log=log):
+                created[spec.name]["intra_bridge_rule"] = True
+                _save_record(state_dir, created)
             _ip("addr", "add", spec.address, "dev", spec.name)
             _ip("link", "set", spec.name, "up")
         except (BridgeError, OSError):
@@ -280,6 +329,9 @@ def remove_created_bridges(state_dir, names=None, log=print):
                 log("pve-sim: bridge %s still has ports %s (running containers lose their network)" % (name, ", ".join(ports)))
             _ip("link", "del", name)
             log("pve-sim: removed bridge %s" % name)
+        # The rule this node added goes with its bridge; a bridge of that name that is not ours keeps its rules.
+        if entry.get("intra_bridge_rule") and not link_exists(name):
+            remove_intra_bridge_rule(name)
         _save_record(state_dir, created)
 
 
