@@ -7,6 +7,7 @@
 
 Usage: scripts/sandbox-mirror.py OUTDIR [--driver-version 580.95.05] [--cuda-version 13.0]
        [--gpus 2] [--proc-version-path /proc/driver/nvidia/version] [--mount-point /srv/llmops-mirror]
+       [--router-wheels DIR]
 
 OUTDIR/nvidia/NVIDIA-Linux-x86_64-<driver>.run   stand-in installer (simulators/standins/nvidia_installer)
 OUTDIR/cuda/                                     flat apt repository (simulators/standins/cuda_repo), unsigned
@@ -17,6 +18,8 @@ OUTDIR/wheels/                                   sglang-sim and the stand-in sgl
                                                    "oom"), for the package-rollback test; sglang==0.5.23 does not
                                                    match it (PEP 440), so a pinned install never gets it
 OUTDIR/models/Qwen3.6-27B/                       pre-staged model directory (simulators/standins/models)
+OUTDIR/router-wheels/                            with --router-wheels: the real sglang-router and its dependencies,
+                                                 copied from DIR (scripts/router-wheels.sh downloads them from PyPI)
 OUTDIR/MANIFEST.json                             every file's sha256 and size, the options and the inputs' digest
 
 The containers see OUTDIR read-only at --mount-point, which is baked into the cuda-keyring's sources list, and the
@@ -170,7 +173,7 @@ def expected_layout(options):
     ] + [f"wheels/sglang-{release['version']}-py3-none-any.whl" for release in FAULTY_SGLANG_RELEASES] + [
         f"models/{MODEL}/config.json",
         f"models/{MODEL}/.cache/huggingface/download/config.json.metadata",
-    ]
+    ] + (["router-wheels/sglang_router-*.whl"] if options.get("router_wheels") else [])
 
 
 def missing_from_layout(outdir, options):
@@ -251,6 +254,21 @@ def build_wheels(tmp, env):
                                      "--no-deps", "--wheel-dir", os.path.join(tmp, "wheels")] + batch, env)
 
 
+def copy_router_wheels(tmp, source):
+    """The router's wheels as downloaded (only *.whl files: the download directory's bookkeeping stays behind)."""
+    os.makedirs(os.path.join(tmp, "router-wheels"))
+    for name in sorted(os.listdir(source)):
+        if name.endswith(".whl"):
+            shutil.copyfile(os.path.join(source, name), os.path.join(tmp, "router-wheels", name))
+
+
+def router_wheel_inputs(source):
+    """(name in the digest, path) of the router's wheels, for the input digest."""
+    if not source:
+        return []
+    return [(f"router-wheels/{name}", os.path.join(source, name)) for name in sorted(os.listdir(source)) if name.endswith(".whl")]
+
+
 def stage_model(tmp):
     shutil.copytree(os.path.join(ROOT, MODEL_SOURCE), os.path.join(tmp, "models", MODEL))
 
@@ -281,7 +299,7 @@ def replace_dir(tmp, outdir):
     remove(old)
 
 
-def build(outdir, options, digest):
+def build(outdir, options, digest, router_wheels=None):
     """Build the mirror in OUTDIR.tmp and rename it to OUTDIR; StepFailed names the step that failed."""
     tmp = outdir + ".tmp"
     env = dict(os.environ, SOURCE_DATE_EPOCH=os.environ.get("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH), PIP_NO_INPUT="1")
@@ -291,6 +309,7 @@ def build(outdir, options, digest):
         ("build the CUDA apt repository stand-in", lambda: build_cuda_repo(tmp, options, env)),
         ("build the wheels", lambda: build_wheels(tmp, env)),
         ("stage the model directory", lambda: stage_model(tmp)),
+        ("copy the router wheels", lambda: copy_router_wheels(tmp, router_wheels) if router_wheels else None),
         ("check the layout", lambda: check_layout(tmp, options)),
         ("make the mirror world-readable", lambda: make_world_readable(tmp)),
         ("write the manifest", lambda: write_manifest(tmp, digest, options)),
@@ -340,11 +359,14 @@ def parse_args(argv):
     parser.add_argument("--proc-version-path", default="/proc/driver/nvidia/version",
                         help="kernel module version file inside the containers (nvidia_userspace_proc_version_path)")
     parser.add_argument("--mount-point", default="/srv/llmops-mirror", help="where the containers see OUTDIR")
+    parser.add_argument("--router-wheels", metavar="DIR", help="directory of the sglang-router wheels to serve")
     args = parser.parse_args(argv)
     if not re.match(r"^[0-9]+\.[0-9]+$", args.cuda_version):
         parser.error(f"--cuda-version must be MAJOR.MINOR like 13.0, got {args.cuda_version!r}")
     if not os.path.isabs(args.mount_point):
         parser.error(f"--mount-point must be absolute, got {args.mount_point!r}")
+    if args.router_wheels and not os.path.isdir(args.router_wheels):
+        parser.error(f"--router-wheels must be a directory, got {args.router_wheels!r}")
     return args
 
 
@@ -352,9 +374,11 @@ def main(argv=None):
     args = parse_args(argv)
     outdir = os.path.abspath(args.outdir)
     options = {"driver_version": args.driver_version, "cuda_version": args.cuda_version, "gpus": args.gpus,
-               "proc_version_path": args.proc_version_path, "mount_point": args.mount_point}
+               "proc_version_path": args.proc_version_path, "mount_point": args.mount_point,
+               "router_wheels": bool(args.router_wheels)}
     try:
-        digest = input_digest(input_files(ROOT, INPUT_PATHS, os.path.abspath(__file__)), options)
+        digest = input_digest(input_files(ROOT, INPUT_PATHS, os.path.abspath(__file__)) + router_wheel_inputs(args.router_wheels),
+                              options)
     except OSError as error:
         print(f"sandbox-mirror: step 'read the inputs' failed: {error}", file=sys.stderr)
         return 1
@@ -366,7 +390,7 @@ def main(argv=None):
             return 0
         print(f"sandbox-mirror: building {outdir} ({reason})")
         try:
-            build(outdir, options, digest)
+            build(outdir, options, digest, args.router_wheels)
         except StepFailed as error:
             print(f"sandbox-mirror: step '{error.step}' failed: {error}\n"
                   f"sandbox-mirror: {outdir} was left as it was; the partial build is in {outdir}.tmp", file=sys.stderr)

@@ -71,7 +71,8 @@ print_summary() {
   "$VENV/bin/python" - "$SANDBOX_DIR/reports" <<'PY'
 import json, pathlib, sys
 reports = sorted(pathlib.Path(sys.argv[1]).glob("*.json"))
-rows = [json.loads(path.read_text()) for path in reports if not path.name.startswith("rollout-")]
+rows = [json.loads(path.read_text()) for path in reports if not path.name.startswith(("rollout-", "router-"))]
+routers = [json.loads(path.read_text()) for path in reports if path.name.startswith("router-")]
 print("\nVerification summary (%s)" % sys.argv[1])
 def mean(value):
     return "%.2f" % value["mean"] if isinstance(value, dict) and value.get("mean") is not None else "-"
@@ -83,7 +84,13 @@ for row in rows:
         row.get("log_file")))
     if row.get("status") != "passed":
         print("  failed at %s: %s" % (row.get("failed_step"), row.get("message")))
-failed = [row for row in rows if row.get("status") != "passed"]
+for router in routers:
+    print("router %s on %s: %s, deployment %s.., PID %s, workers %s" % (
+        router.get("unit"), router.get("host"), router.get("status"), (router.get("deployment_id") or "-")[:12],
+        router.get("main_pid"), " ".join(router.get("registered") or []) or "-"))
+    if router.get("status") != "passed":
+        print("  failed at %s: %s" % (router.get("failed_step"), router.get("message")))
+failed = [row for row in rows + routers if row.get("status") != "passed"]
 sys.exit(1 if failed or not rows else 0)
 PY
 }
@@ -95,8 +102,10 @@ prepare() {
   ensure_template
   mkdir -p "$SANDBOX_DIR"
   "$VENV/bin/python" "$REPO_ROOT/scripts/sandbox-inventory.py" "${SANDBOX_CONTAINERS:-2}" --inventory "$INVENTORY" >/dev/null
+  # The router is the real sglang-router from PyPI (downloaded once on this machine; the containers stay offline).
+  router_wheels=$("$REPO_ROOT/scripts/router-wheels.sh")
   "$VENV/bin/python" "$REPO_ROOT/scripts/sandbox-mirror.py" "$SANDBOX_DIR/mirror" --driver-version "$DRIVER_VERSION" \
-    --proc-version-path /srv/host-proc-driver-nvidia/version
+    --proc-version-path /srv/host-proc-driver-nvidia/version --router-wheels "$router_wheels"
   prepare_node
   prepare_secrets
   start_simulator

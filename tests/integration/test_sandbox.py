@@ -26,7 +26,10 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -118,6 +121,123 @@ def test_first_deploy_ends_with_two_verified_servers(sandbox):
         assert report["deployment_id"] == record(host)["deployment_id"]
         assert unit_state(host)["ActiveState"] == "active"
         assert int(report["main_pid"]) == int(unit_state(host)["MainPID"])
+
+
+# The router beside the first server (inventories/sandbox: group sglang_routers), and the servers it must list.
+ROUTER_HOST = "sandbox-llm-a"
+ROUTER_URL = "http://10.213.0.11:30080"
+ROUTER_WORKERS = ["http://10.213.0.11:30000", "http://10.213.0.12:30001"]
+
+
+def router_request(path, body=None):
+    """(status, parsed JSON body) of a request to the sandbox's router, with the API key; body=None is a GET."""
+    key = (SANDBOX / "secrets" / "sglang-api-key").read_text().strip()
+    request = urllib.request.Request(ROUTER_URL + path, data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+def served_requests(host):
+    """POST /generate lines in the server's current log: the requests it has served since it started."""
+    log = inside(host, "cat", "/var/log/llmops-serving/%s/current.log" % HOSTS[host]["instance"])
+    return log.count('"POST /generate HTTP/1.1" 200')
+
+
+def test_the_router_serves_every_server_of_the_inventory(sandbox):
+    report = json.loads((REPORTS / ("router-%s.json" % ROUTER_HOST)).read_text())
+    assert report["status"] == "passed", report
+    # In the order the router registered them.
+    assert sorted(report["registered"]) == report["workers"] == ROUTER_WORKERS, report
+    assert "router sglang-router.service on sandbox-llm-a: passed" in sandbox.stdout
+    # The real sglang-router from the mirror's PyPI wheels, under its unit, named by its deployment.
+    pid = inside(ROUTER_HOST, "systemctl", "show", "--property=MainPID", "--value", "sglang-router.service").strip()
+    assert inside(ROUTER_HOST, "cat", "/proc/%s/comm" % pid).strip() == "sglang::router"
+    assert "sglang_router_rs.abi3.so" in inside(ROUTER_HOST, "cat", "/proc/%s/maps" % pid)
+    record_id = json.loads(inside(ROUTER_HOST, "cat", "/var/lib/llmops-serving/router/deployment.json"))["deployment_id"]
+    assert report["deployment_id"] == record_id and str(report["main_pid"]) == pid
+    status, listing = router_request("/workers")
+    assert status == 200 and sorted(worker["url"] for worker in listing["workers"]) == ROUTER_WORKERS, listing
+    assert all(worker["is_healthy"] for worker in listing["workers"]), listing
+    # Requests through the router reach both servers.
+    before = {host: served_requests(host) for host in HOSTS}
+    for _request in range(6):
+        status, answer = router_request("/generate", {"text": "Hello", "sampling_params": {"max_new_tokens": 4}})
+        assert status == 200 and "meta_info" in answer, answer
+    after = {host: served_requests(host) for host in HOSTS}
+    assert all(after[host] > before[host] for host in HOSTS), (before, after)
+    assert sum(after.values()) - sum(before.values()) == 6, (before, after)
+
+
+class RouterLoad:
+    """A bounded stream of requests through the router from two client threads while a rollout runs.
+
+    Each client sends one request at a time until stop() or until MAX_REQUESTS were sent in all; every answer that is
+    not HTTP 200 with a completion, and every connection error, is an error with its cause."""
+
+    MAX_REQUESTS = 4000
+
+    def __init__(self, clients=2):
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.sent = 0
+        self.errors = []
+        self.threads = [threading.Thread(target=self.client, args=(n,), daemon=True) for n in range(clients)]
+
+    def client(self, number):
+        while not self.stopping.is_set():
+            with self.lock:
+                if self.sent >= self.MAX_REQUESTS:
+                    return
+                self.sent += 1
+                count = self.sent
+            try:
+                status, answer = router_request("/generate", {"text": "client %d request %d" % (number, count),
+                                                              "sampling_params": {"max_new_tokens": 8}})
+                error = None if status == 200 and "meta_info" in (answer or {}) else "HTTP %s: %s" % (status, answer)
+            except (OSError, ValueError) as exc:
+                error = "%s: %s" % (type(exc).__name__, exc)
+            if error:
+                with self.lock:
+                    self.errors.append(error)
+
+    def __enter__(self):
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(timeout=120)
+        assert not any(thread.is_alive() for thread in self.threads), "a load client did not stop"
+
+
+def test_a_rollout_of_both_servers_behind_the_router_loses_no_request(sandbox):
+    before = {host: unit_state(host) for host in HOSTS}
+    figures = []
+    # Out to a change and back to the inventory: two rollouts of both servers, each under the same bounded load.
+    for extra in (["-e", "sglang_service_max_running_requests=12"], []):
+        with RouterLoad() as load:
+            run = playbook("deploy.yml", *extra)
+        assert run.rc == 0, run.summary()
+        assert rolled_out(run) == sorted(HOSTS)
+        taken_out = [item for item in run.results if "membership in the routers in front of it to absent" in item.task]
+        put_back = [item for item in run.results if "membership in the routers in front of it to present" in item.task]
+        assert sorted(item.host for item in taken_out) == sorted(item.host for item in put_back) == sorted(HOSTS)
+        figures.append((load.sent, len(load.errors)))
+        print("\nrollout of %s behind the router: %d requests, %d failed %s" % (
+            " and ".join(HOSTS), load.sent, len(load.errors), load.errors[:5]))
+        assert load.errors == [], load.errors[:10]
+        assert load.sent >= 20, "too few requests to measure anything: %d" % load.sent
+    # Both servers restarted twice, and the router lists both again.
+    assert all(unit_state(host)["InvocationID"] != before[host]["InvocationID"] for host in HOSTS)
+    status, listing = router_request("/workers")
+    assert sorted(worker["url"] for worker in listing["workers"]) == ROUTER_WORKERS, listing
+    assert figures
 
 
 def test_each_container_publishes_the_verdict_of_its_deployment_for_node_exporter(sandbox):
@@ -239,8 +359,17 @@ def test_bad_change_is_rolled_back_and_stops_the_rollout(sandbox):
     bad = {"sglang_service_environment": dict(SANDBOX_ENVIRONMENT, SGLANG_SIM_FAULT="oom")}
     extra = SANDBOX / "bad-change.json"
     extra.write_text(json.dumps(bad))
-    run = playbook("deploy.yml", "-e", "@%s" % extra)
+    served_by_b = served_requests("sandbox-llm-b")
+    # Under load through the router: the failing container is out of the router from before its change until its
+    # previous deployment verified again; the other serves meanwhile.
+    with RouterLoad() as load:
+        run = playbook("deploy.yml", "-e", "@%s" % extra)
     assert_stopped_at_the_first_container(run)
+    print("\nfailed cutover behind the router: %d requests, %d failed %s" % (load.sent, len(load.errors), load.errors[:5]))
+    assert load.errors == [], load.errors[:10]
+    assert served_requests("sandbox-llm-b") > served_by_b
+    status, listing = router_request("/workers")
+    assert sorted(worker["url"] for worker in listing["workers"]) == ROUTER_WORKERS, listing
     report = json.loads((REPORTS / "rollout-sandbox-llm-a.json").read_text())
     assert report["rollback"]["status"] == "passed", report
     assert report["rollback"]["deployment_id"] == good["sandbox-llm-a"]["deployment_id"]
@@ -388,5 +517,9 @@ def test_sandbox_down_removes_what_it_made_and_nothing_else(sandbox):
     assert "llmsbx0" not in links_after
     # Nothing that existed before the sandbox went away (other bridges, docker0, ...).
     assert links_before <= links_after
+    # The firewall rule that let the containers reach each other (br_netfilter under Docker's FORWARD DROP) is gone.
+    if shutil.which("iptables"):
+        rules = subprocess.run(["iptables", "-w", "-S", "FORWARD"], capture_output=True, text=True, timeout=30, check=True).stdout
+        assert "llmsbx0" not in rules, rules
     # The template cache is shared with other tests and kept.
     assert any((REPO / ".build" / "pve-sim-cache").glob("*.tar.zst"))
