@@ -14,7 +14,7 @@ description:
   - Returns null for a URL the role C(llmops.serving.sglang_router) accepts as a worker (C(http) or C(https), a DNS
     name, an IPv4 address or a bracketed IPv6 address, an explicit port, no path, query, fragment or user information),
     else a short message saying what is wrong.
-  - Whitespace and control characters are refused: the worker list is rendered into the router's systemd unit.
+  - Whitespace and control characters are refused, because the worker list is rendered into the router's systemd unit.
   - The same check the module M(llmops.serving.sglang_router_workers) applies to its O(llmops.serving.sglang_router_workers#module:workers).
 options:
   _input:
