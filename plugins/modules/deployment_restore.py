@@ -156,7 +156,7 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils import deployment_state
-from ansible_collections.llmops.serving.plugins.module_utils.atomic_file import atomic_write, read_bytes
+from ansible_collections.llmops.serving.plugins.module_utils.atomic_file import atomic_write, read_bytes, read_regular
 from ansible_collections.llmops.serving.plugins.module_utils.deployment_archive import (
     ArchiveError,
     archive_missing_message,
@@ -191,9 +191,10 @@ def _on_disk(path):
 
 
 def _read_text(path):
+    """The text of the regular file ``path``, or None: a symlink is not followed, a FIFO or device never opened (a
+    FIFO in place of a manifest would block the restore for good)."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
+        return read_regular(path).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
 

@@ -79,7 +79,14 @@ class Fleet:
                 if name == "deployment.lock":
                     continue
                 path = os.path.join(root, name)
-                found[path] = (open(path, "rb").read(), stat.S_IMODE(os.stat(path).st_mode), os.stat(path).st_mtime_ns)
+                st = os.lstat(path)
+                if stat.S_ISREG(st.st_mode):
+                    with open(path, "rb") as handle:
+                        found[path] = (handle.read(), stat.S_IMODE(st.st_mode), st.st_mtime_ns)
+                else:
+                    # A FIFO or a link the test put there: its kind and target, never opened.
+                    target = os.readlink(path) if stat.S_ISLNK(st.st_mode) else None
+                    found[path] = (stat.S_IFMT(st.st_mode), target, st.st_mtime_ns)
         return found
 
 
@@ -232,6 +239,25 @@ def test_an_unreadable_manifest_fails_and_writes_nothing(fleet):
     fleet.deploy_b()
     manifest = fleet.state_dir / "qwen36" / "deployments" / id_a / "manifest.json"
     manifest.write_text("{truncated")
+    before = fleet.snapshot()
+    result, failed = run_module(deployment_restore.main, fleet.restore_args())
+    assert failed and f"the manifest {manifest} is unreadable" in result["msg"]
+    assert fleet.snapshot() == before
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_a_manifest_that_is_not_a_regular_file_fails_at_once_and_writes_nothing(fleet, tmp_path, kind):
+    id_a = fleet.deploy_a()
+    fleet.deploy_b()
+    manifest = fleet.state_dir / "qwen36" / "deployments" / id_a / "manifest.json"
+    good = manifest.read_text()
+    manifest.unlink()
+    if kind == "fifo":
+        os.mkfifo(manifest)
+    else:
+        # A readable, valid manifest elsewhere: a link to it is still not the archive's own file.
+        (tmp_path / "elsewhere.json").write_text(good)
+        manifest.symlink_to(tmp_path / "elsewhere.json")
     before = fleet.snapshot()
     result, failed = run_module(deployment_restore.main, fleet.restore_args())
     assert failed and f"the manifest {manifest} is unreadable" in result["msg"]
