@@ -182,12 +182,7 @@ def run_scheduler_rank(rank: int, args: dict, knobs, ready_fd: int, start: float
         # one rank's traceback reaches the log, as with SGLang.
         time.sleep(0.02 * rank)
         text = error_traceback(plan) if refused and plan["error"][0] != "oom_mamba" else oom_traceback(args, plan)
-        logfmt.log("Scheduler hit an exception: " + text, tag)
-        try:
-            os.kill(parent_pid, signal.SIGQUIT)
-        except OSError:
-            pass
-        return 1
+        return _scheduler_exception(text, tag, parent_pid)
     logfmt.log("Mamba Cache is allocated. max_mamba_cache_size: %d, conv_state size: %.2fGB, ssm_state size: %.2fGB "
                % (plan["mamba_size"], plan["conv_gb"], plan["ssm_gb"]), tag)
     logfmt.log("KV Cache is allocated. #tokens: %d, K size: %.2f GB, V size: %.2f GB"

@@ -11,7 +11,6 @@ SIGQUIT, SIGKILL of the tree); rank 0's shutdown stops rank 1's schedulers.
 """
 from __future__ import annotations
 
-import os
 import re
 import signal
 import socket
@@ -20,7 +19,7 @@ import time
 import pytest
 
 from ansible_collections.llmops.serving.tests.unit.simulators.sim_harness import (
-    READY_LINE, SimProcess, free_port, http, pid_alive, run_cli)
+    READY_LINE, free_port, http, run_cli)
 
 DUMMY_LINE = "Dummy health check server started in background thread at 127.0.0.1:%d"
 GENERATE = {"text": "The capital city of France is", "sampling_params": {"max_new_tokens": 4}}
@@ -43,23 +42,14 @@ def status_of(url):
 
 
 @pytest.fixture
-def nodes(tmp_path):
-    """nodes(node_rank, init_port, *extra) -> SimProcess of one rank (tp 2 over 2 nodes); all killed at teardown."""
-    runs = []
+def nodes(start_sim):
+    """nodes(node_rank, init_addr, *extra) -> SimProcess of one rank (tp 2 over 2 nodes); start_sim kills all at teardown."""
 
     def _start(node_rank, init_addr, *extra, **env):
         args = ["--tp-size", "2", "--nnodes", "2", "--node-rank", str(node_rank), "--dist-init-addr", init_addr] + list(extra)
-        run = SimProcess(tmp_path, args, **env)
-        runs.append(run)
-        return run
+        return start_sim(args, **env)
 
-    yield _start
-    for run in runs:
-        pids = list(run.children())
-        run.stop()
-        for pid in pids:
-            if pid_alive(pid) and run.is_sim_child(pid):
-                os.kill(pid, signal.SIGKILL)
+    return _start
 
 
 def start_pair(nodes, rank1_first=False, *extra):
