@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import pytest
 
 from ansible_collections.llmops.serving.tests.support.ansible_run import call_module, rerun_converge
+from ansible_collections.llmops.serving.tests.support.waiting import wait_until
 
 UNIT = "sglang-router.service"
 PORT = 30080
@@ -20,17 +20,6 @@ WORKERS = ["http://127.0.0.1:31000", "http://127.0.0.1:31001"]
 LOG_DIR = "/var/log/llmops-serving/router"
 RECORD = "/var/lib/llmops-serving/router/deployment.json"
 SECRETS = "/etc/llmops-serving/router/router-secrets.json"
-
-
-def wait_until(predicate, timeout, what):
-    """Poll predicate() every 0.2 s until it returns something true; fail after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
 def props(host):

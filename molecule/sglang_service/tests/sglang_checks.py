@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import time
-
-import pytest
 
 from ansible_collections.llmops.serving.tests.support.ansible_run import rerun_converge
+from ansible_collections.llmops.serving.tests.support.waiting import wait_until
 
 INSTANCE = "molecule"
 UNIT = f"sglang-{INSTANCE}.service"
@@ -24,17 +22,6 @@ READY_LINE = "The server is fired up and ready to roll!"
 def unit_properties(host):
     out = host.check_output(f"systemctl show -p MainPID -p InvocationID -p ActiveState -p SubState {UNIT}")
     return dict(line.split("=", 1) for line in out.splitlines())
-
-
-def wait_until(predicate, timeout, what):
-    """Poll predicate() every 0.2 s until it is true; fail after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
 def wait_ready(host, timeout=30):
