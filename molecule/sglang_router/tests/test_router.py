@@ -111,6 +111,7 @@ def test_the_router_spreads_requests_over_both_workers(host):
             f"curl -s -H 'Authorization: Bearer {KEY}' -H 'Content-Type: application/json' {URL}/generate "
             "-d '{\"text\": \"hello\", \"sampling_params\": {\"max_new_tokens\": 4}}'")
         assert "meta_info" in out, out
+
     def served():
         return [served_generate_requests(host, port) - count for port, count in zip((31000, 31001), before)]
     # journald may write a worker's last line a moment after the answer: wait until all six are there.
