@@ -1,0 +1,36 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""sglang_router's input check (tasks/validate.yml): the flags the role owns cannot come in through the extra flags."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.llmops.serving.tests.unit.roles.templar import REPO, render
+
+ROUTER_VARS = ("roles/sglang_router/defaults/main.yml", "roles/sglang_router/vars/main.yml")
+
+
+def failed_conditions(**variables):
+    with open(os.path.join(REPO, "roles/sglang_router/tasks/validate.yml"), encoding="utf-8") as handle:
+        task = next(task for task in yaml.safe_load(handle) if task["name"] == "Check the router's inputs")
+    conditions = task["ansible.builtin.assert"]["that"]
+    holds = render("{{ [%s] }}" % ", ".join("(%s) | bool" % condition for condition in conditions),
+                   dict({"inventory_hostname": "r", "groups": {"sglang_servers": []}}, **variables), ROUTER_VARS)
+    return [condition for condition, held in zip(conditions, holds) if not held]
+
+
+def test_the_defaults_pass():
+    assert failed_conditions() == []
+
+
+@pytest.mark.parametrize("flag", ["api-key", "worker-urls", "config"])
+def test_flags_the_role_owns_are_refused_in_the_extra_flags(flag):
+    # config: sglang-router-serve reads the key's credential file from the --config the launcher appends.
+    failed = failed_conditions(sglang_router_extra_flags={flag: "x"})
+    assert len(failed) == 1 and repr(flag) in failed[0]
