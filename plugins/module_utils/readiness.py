@@ -48,8 +48,9 @@ class LogWatch:
     sglang_log.quoted() gives them (secrets masked, shortened).
     """
 
-    def __init__(self, log, offset, keep_lines=20, invocation_id=None):
+    def __init__(self, log, offset, keep_lines=20, invocation_id=None, node_rank=0):
         self.log = log
+        self.node_rank = node_rank
         self.path = log.path
         self.invocation_id = invocation_id
         self.offset = offset
@@ -63,7 +64,7 @@ class LogWatch:
         for dummy_number, dummy_offset, text in reader:
             line = sglang_log.quoted(text)
             self.last_lines.append(line)
-            if self.ready_line is None and sglang_log.is_ready_line(text):
+            if self.ready_line is None and sglang_log.is_ready_line(text, self.node_rank):
                 self.ready_line = line
             kind = sglang_log.classify_error(text)
             if kind in FATAL_ERROR_KINDS and self.fatal is None:

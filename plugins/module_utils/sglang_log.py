@@ -45,6 +45,10 @@ DEFAULT_MAX_ERRORS = 20
 MAX_QUOTED_LINE_CHARS = 500
 
 READY_MESSAGE = "The server is fired up and ready to roll!"
+# A node above rank 0 of a multi-node model serves no API and never prints READY_MESSAGE: SGLang (0.5.23,
+# utils/common.py: launch_dummy_health_check_server) logs this once every scheduler of the node is up, that is after
+# the ranks met at --dist-init-addr, and its /health answers 200 from then on.
+FOLLOWER_READY_MESSAGE = "Dummy health check server started in background thread at "
 
 ERA_OLD = "old"
 ERA_MID = "mid"
@@ -177,9 +181,10 @@ def parse_decode_line(line):
     return record
 
 
-def is_ready_line(line):
-    """True for SGLang's readiness line ``The server is fired up and ready to roll!``."""
-    return READY_MESSAGE in line
+def is_ready_line(line, node_rank=0):
+    """True for SGLang's readiness line: ``The server is fired up and ready to roll!`` on the node that serves the API
+    (node rank 0), the dummy health server's start on a node above rank 0 of a multi-node model."""
+    return (READY_MESSAGE if node_rank == 0 else FOLLOWER_READY_MESSAGE) in line
 
 
 def classify_error(line):

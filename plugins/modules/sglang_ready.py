@@ -15,7 +15,9 @@ description:
   - Polls the unit (C(systemctl show)), the log file of the unit's CURRENT invocation (the one whose header carries the
     unit's InvocationID, so an older run's log is never taken for this one) and the server's C(/health) endpoint.
   - Returns as soon as the log shows C(The server is fired up and ready to roll!) and C(/health) answers 200, within one
-    poll interval of the ready line.
+    poll interval of the ready line. On a node above rank 0 of a multi-node model (O(node_rank) > 0), which serves no
+    API, the line is C(Dummy health check server started in background thread at ...), which SGLang logs once the
+    node's schedulers met the other ranks, and C(/health) is that dummy server's.
   - Fails at once, quoting the log's last lines, when the unit exits or restarts after a crash, or when the log shows a
     startup error (the hybrid-cache or CUDA out-of-memory message, an NCCL error); fails at O(timeout) otherwise.
   - There is no fixed sleep anywhere, so a slow start only costs the time it takes, and no step waits past
@@ -63,6 +65,12 @@ options:
     description: How many of the log's last lines a failure quotes.
     type: int
     default: 15
+  node_rank:
+    description:
+      - The node's rank in a multi-node model (C(--node-rank)); 0 for a server on one node and for the node that serves
+        the API. Decides which log line means ready.
+    type: int
+    default: 0
 notes:
   - Run it as root (C(become)) so it can read the log directory, which belongs to the service account.
 seealso:
@@ -227,6 +235,7 @@ class ReadyWait:
         self.timeout = params["timeout"]
         self.interval = max(0.05, params["poll_interval"])
         self.tail_lines = params["tail_lines"]
+        self.node_rank = params["node_rank"]
         self.started = time.monotonic()
         self.deadline = self.started + max(0.0, self.timeout)
         self.polls = 0
@@ -279,7 +288,8 @@ class ReadyWait:
             if state == readiness.WAITING:
                 self.waiting_for = "the log of invocation %s (the launcher has not switched %s yet)" % (invocation, self.log_path)
             return
-        self.watch = readiness.LogWatch(log, summary["offset"], keep_lines=self.tail_lines, invocation_id=invocation)
+        self.watch = readiness.LogWatch(log, summary["offset"], keep_lines=self.tail_lines, invocation_id=invocation,
+                                       node_rank=self.node_rank)
         if self.polls == 0:  # the first poll: what the log says already was there before the wait
             self.watch.read_new()
             self.ready_before_wait = self.watch.ready_line is not None
@@ -346,6 +356,7 @@ def main():
             timeout=dict(type="float", default=900),
             poll_interval=dict(type="float", default=0.25),
             tail_lines=dict(type="int", default=15),
+            node_rank=dict(type="int", default=0),
         ),
         supports_check_mode=True,
     )

@@ -110,6 +110,10 @@ HYBRID_OOM_TEXT = ("Not enough GPU memory for hybrid (mamba/linear-attention) st
                    "--max-running-requests, (2) increase --mem-fraction-static, (3) reduce --speculative-num-draft-tokens")
 
 READY_LINE = "[2026-07-30 13:34:58] The server is fired up and ready to roll!"
+# A node above rank 0 of a multi-node model. The message is SGLang 0.5.23's own (utils/common.py:
+# launch_dummy_health_check_server, f"Dummy health check server started in background thread at {host}:{port}"),
+# here with the timestamp prefix of the current era and the simulator's address.
+FOLLOWER_READY_LINE = "[2026-11-30 10:02:11] Dummy health check server started in background thread at 0.0.0.0:30000"
 
 
 class TestSplitPrefix:
@@ -261,6 +265,15 @@ class TestErrorsAndReady:
     def test_ready(self):
         assert sglang_log.is_ready_line(READY_LINE)
         assert not sglang_log.is_ready_line(ACCESS_LINE)
+
+    def test_ready_on_a_node_above_rank_0(self):
+        # Each node waits for its own line: rank 0's dummy server line would not mean its API is up, and a node above
+        # rank 0 never prints the API's ready line.
+        assert sglang_log.is_ready_line(FOLLOWER_READY_LINE, node_rank=1)
+        assert not sglang_log.is_ready_line(FOLLOWER_READY_LINE)
+        assert not sglang_log.is_ready_line(READY_LINE, node_rank=1)
+        assert not sglang_log.is_ready_line("[2026-11-30 10:09:41] Dummy health check server stopped at 0.0.0.0:30000",
+                                            node_rank=1)
 
 
 class TestRecomputedRate:
