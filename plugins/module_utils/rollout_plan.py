@@ -138,3 +138,52 @@ def compare(record, components_now, current_deployment_id):
         else:
             reasons.append("%s: changed" % name)
     return {"cutover": bool(changed), "reasons": reasons, "changed": changed}
+
+
+def cutover_batches(hosts, model_nodes, batch_size):
+    """The serial batch sizes of the cutover (a list for the play's ``serial``).
+
+    ``hosts`` are the hosts that cut over, in rollout order; ``model_nodes`` maps a host to the nodes of the model it
+    runs, in rank order (a server on one node: absent, or the host alone). A batch holds ``batch_size`` servers (or
+    that percentage of them), and a
+    multi-node model is one server with all of its nodes: a node restarted without the others takes them down, and
+    systemd brings them back on their old deployment. Raises ValueError, naming the model, when its nodes do not all cut
+    over or are not next to each other in the rollout order.
+    """
+    hosts = list(hosts)
+    servers = []
+    index = 0
+    while index < len(hosts):
+        nodes = list(model_nodes.get(hosts[index]) or [hosts[index]])
+        if len(nodes) > 1:
+            missing = [node for node in nodes if node not in hosts]
+            if missing:
+                raise ValueError("the model on %s cuts over without its nodes %s: every node of a multi-node model must "
+                                 "cut over in the same batch" % (", ".join(nodes), ", ".join(missing)))
+            if sorted(hosts[index:index + len(nodes)]) != sorted(nodes):
+                raise ValueError("the nodes of the model on %s are not next to each other in the inventory's order of "
+                                 "sglang_servers (%s): list them together so that they cut over in one batch"
+                                 % (", ".join(nodes), ", ".join(hosts)))
+        servers.append(len(nodes))
+        index += len(nodes)
+    size = servers_per_batch(batch_size, len(servers))
+    if not servers:
+        return [size]
+    return [sum(servers[start:start + size]) for start in range(0, len(servers), size)]
+
+
+def servers_per_batch(batch_size, servers):
+    """llmops_rollout_batch_size as a number of servers: an integer, or a percentage of ``servers`` as Ansible's
+    ``serial`` reads one (rounded down, at least 1)."""
+    text = str(batch_size).strip()
+    try:
+        if text.endswith("%"):
+            size = max(1, int(servers * float(text[:-1]) / 100.0)) if float(text[:-1]) > 0 else 0
+        else:
+            size = int(text)
+    except ValueError:
+        size = 0
+    if size < 1:
+        raise ValueError("llmops_rollout_batch_size must be a number of servers of at least 1 or a percentage above 0, "
+                         "not %r" % (batch_size,))
+    return size

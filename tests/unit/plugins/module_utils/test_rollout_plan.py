@@ -82,3 +82,38 @@ def test_the_decision_and_its_reasons():
     assert rollout_plan.compare(record, now, None)["cutover"]
     rolled_back = rollout_plan.compare(record, now, "e" * 64)
     assert rolled_back["cutover"] and "a rollback or a change outside deploy.yml" in rolled_back["reasons"][0]
+
+
+class TestCutoverBatches:
+    MODEL = {"m0": ["m0", "m1"], "m1": ["m0", "m1"]}
+
+    def test_single_node_servers_follow_the_batch_size(self):
+        assert rollout_plan.cutover_batches(["a", "b", "c"], {}, 1) == [1, 1, 1]
+        assert rollout_plan.cutover_batches(["a", "b", "c"], {"a": ["a"]}, 2) == [2, 1]
+
+    def test_a_multi_node_model_is_one_server_with_all_its_nodes(self):
+        assert rollout_plan.cutover_batches(["a", "m0", "m1", "b"], self.MODEL, 1) == [1, 2, 1]
+        assert rollout_plan.cutover_batches(["a", "m0", "m1", "b"], self.MODEL, 2) == [3, 1]
+        # Rank order is the model's business, not the batch's: the nodes only have to be together.
+        assert rollout_plan.cutover_batches(["m1", "m0"], self.MODEL, 1) == [2]
+
+    def test_a_node_that_would_cut_over_alone_is_refused(self):
+        with pytest.raises(ValueError, match="without its nodes m1"):
+            rollout_plan.cutover_batches(["a", "m0", "b"], self.MODEL, 1)
+
+    def test_nodes_apart_in_the_order_are_refused(self):
+        with pytest.raises(ValueError, match="not next to each other"):
+            rollout_plan.cutover_batches(["m0", "a", "m1"], self.MODEL, 5)
+
+    def test_nothing_to_cut_over_and_bad_sizes(self):
+        assert rollout_plan.cutover_batches([], self.MODEL, 3) == [3]
+        for bad in (0, "0%", "-5", "half", None):
+            with pytest.raises(ValueError, match="at least 1"):
+                rollout_plan.cutover_batches(["a"], {}, bad)
+
+    def test_a_percentage_counts_servers_as_serial_does(self):
+        # Four servers (the model is one): 50 % is two per batch, 10 % rounds down to one.
+        hosts = ["a", "m0", "m1", "b", "c"]
+        assert rollout_plan.cutover_batches(hosts, self.MODEL, "50%") == [3, 2]
+        assert rollout_plan.cutover_batches(hosts, self.MODEL, "10%") == [1, 2, 1, 1]
+        assert rollout_plan.cutover_batches(hosts, self.MODEL, "100%") == [5]
