@@ -60,9 +60,11 @@ bench: venv ## Benchmarks that print figures (tests/bench)
 
 # Containers in the sandbox: sandbox-llm-a, -b, ... (make sandbox SANDBOX_CONTAINERS=4).
 SANDBOX_CONTAINERS ?= 2
+# A model across M more containers (multi-node tensor parallelism): make sandbox SANDBOX_MODEL_NODES=2.
+SANDBOX_MODEL_NODES ?= 0
 
 sandbox: setup ## Deploy on the embedded sandbox and print the verification summary
-	@SANDBOX_CONTAINERS=$(SANDBOX_CONTAINERS) scripts/sandbox.sh up
+	@SANDBOX_CONTAINERS=$(SANDBOX_CONTAINERS) SANDBOX_MODEL_NODES=$(SANDBOX_MODEL_NODES) scripts/sandbox.sh up
 
 sandbox-down: ## Remove everything `make sandbox` created, and nothing else
 	@scripts/sandbox.sh down

@@ -8,7 +8,8 @@
 # down: the containers, the simulator (and the bridge it made), /dev/llmops-sandbox and .build/sandbox; nothing else
 #       (the template cache .build/pve-sim-cache is shared with the tests and kept).
 # Extra arguments after `up` go to ansible-playbook (e.g. scripts/sandbox.sh up --tags service).
-# SANDBOX_CONTAINERS=N (default 2) adds sandbox-llm-c, -d, ... to the inventory (scripts/sandbox-inventory.py).
+# SANDBOX_CONTAINERS=N (default 2) adds sandbox-llm-c, -d, ... to the inventory (scripts/sandbox-inventory.py);
+# SANDBOX_MODEL_NODES=M (default 0, else at least 2) adds M containers after those that run one model across them.
 # prepare: everything `up` does before the playbook (the tests and the bench run ansible-playbook themselves).
 # summary: the verification summary of the last run.
 set -euo pipefail
@@ -101,7 +102,8 @@ prepare() {
   "$REPO_ROOT/scripts/venv.sh"
   ensure_template
   mkdir -p "$SANDBOX_DIR"
-  "$VENV/bin/python" "$REPO_ROOT/scripts/sandbox-inventory.py" "${SANDBOX_CONTAINERS:-2}" --inventory "$INVENTORY" >/dev/null
+  "$VENV/bin/python" "$REPO_ROOT/scripts/sandbox-inventory.py" "${SANDBOX_CONTAINERS:-2}" \
+    --model-nodes "${SANDBOX_MODEL_NODES:-0}" --inventory "$INVENTORY" >/dev/null
   # The router is the real sglang-router from PyPI (downloaded once on this machine; the containers stay offline).
   router_wheels=$("$REPO_ROOT/scripts/router-wheels.sh")
   "$VENV/bin/python" "$REPO_ROOT/scripts/sandbox-mirror.py" "$SANDBOX_DIR/mirror" --driver-version "$DRIVER_VERSION" \

@@ -14,6 +14,7 @@ Per instance ``<i>`` with the default roots::
     /etc/systemd/system/sglang-<i>.service                unit
     /etc/llmops-serving/<i>/server.env                    secrets (0600)
     /etc/llmops-serving/<i>/deployment.env                the deployment ID for the unit (deployment_env_text)
+    /etc/llmops-serving/<i>/node.env                      multi-node only: this node's rank and interfaces
     /var/lib/llmops-serving/<i>/deployment.json           the record (build_record)
     /var/lib/llmops-serving/<i>/sampling.json             the model card's sampling values for clients
     /var/lib/llmops-serving/<i>/deployments/<id>/         archive, with manifest.json (manifest_text, parse_manifest)
@@ -49,6 +50,9 @@ DEPLOYMENT_ENV_NAME = "deployment.env"
 # The API key as an SGLang --config file (root, 0600), handed to the server as a systemd credential; SGLang wants
 # the .yaml suffix. It is never archived with a deployment.
 SECRETS_CONFIG_NAME = "server-secrets.yaml"
+# Multi-node tensor parallelism: what differs between the nodes of one model (the node's rank, its NCCL and Gloo
+# interface), outside the deployment: every node runs the same unit and deployment ID. Root-owned, 0644.
+NODE_ENV_NAME = "node.env"
 ARCHIVES_NAME = "deployments"
 MANIFEST_NAME = "manifest.json"
 # deployment_record and deployment_restore hold an flock on this file (in the instance's state dir) while they run.
@@ -124,6 +128,7 @@ def instance_paths(instance, config_dir=DEFAULT_CONFIG_DIR, state_dir=DEFAULT_ST
         "server_env": os.path.join(instance_config_dir, SERVER_ENV_NAME),
         "deployment_env": os.path.join(instance_config_dir, DEPLOYMENT_ENV_NAME),
         "secrets_config": os.path.join(instance_config_dir, SECRETS_CONFIG_NAME),
+        "node_env": os.path.join(instance_config_dir, NODE_ENV_NAME),
         "state_dir": instance_state_dir,
         "record_path": os.path.join(instance_state_dir, RECORD_NAME),
         "sampling_path": os.path.join(instance_state_dir, SAMPLING_NAME),

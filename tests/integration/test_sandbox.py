@@ -46,6 +46,10 @@ VENV_BIN = pathlib.Path(sys.executable).parent
 INVENTORY = REPO / "inventories" / "sandbox"
 HOSTS = {"sandbox-llm-a": {"vmid": 301, "instance": "qwen36-a", "port": 30000},
          "sandbox-llm-b": {"vmid": 302, "instance": "qwen36-b", "port": 30001}}
+# The multi-node model the last tests add (scripts/sandbox-inventory.py 2 --model-nodes 2): one instance on two nodes.
+MODEL_NODES = {"sandbox-llm-c": {"vmid": 303, "instance": "qwen36-mn", "port": 30100},
+               "sandbox-llm-d": {"vmid": 304, "instance": "qwen36-mn", "port": 30100}}
+CONTAINERS = dict(HOSTS, **MODEL_NODES)
 # What the inventory gives the server, plus the simulator's fault: the deploy of a change that cannot start.
 SANDBOX_ENVIRONMENT = {"SGLANG_SIM_STARTUP_SECONDS": "2", "SGLANG_LOG_MS": "1", "SGLANG_SIM_ITERATION_MS": "5"}
 
@@ -71,23 +75,23 @@ def pct(vmid, *argv, timeout=120):
 
 
 def inside(host, *argv):
-    result = pct(HOSTS[host]["vmid"], *argv)
+    result = pct(CONTAINERS[host]["vmid"], *argv)
     assert result.returncode == 0, "%s in %s failed: %s%s" % (argv, host, result.stdout, result.stderr)
     return result.stdout
 
 
 def record(host):
-    return json.loads(inside(host, "cat", "/var/lib/llmops-serving/%s/deployment.json" % HOSTS[host]["instance"]))
+    return json.loads(inside(host, "cat", "/var/lib/llmops-serving/%s/deployment.json" % CONTAINERS[host]["instance"]))
 
 
 def unit_state(host):
-    unit = "sglang-%s.service" % HOSTS[host]["instance"]
+    unit = "sglang-%s.service" % CONTAINERS[host]["instance"]
     text = inside(host, "systemctl", "show", "--property=MainPID,InvocationID,ActiveState", unit)
     return dict(line.split("=", 1) for line in text.strip().splitlines())
 
 
 def summary(host):
-    return json.loads((REPORTS / ("%s-%s.json" % (host, HOSTS[host]["instance"]))).read_text())
+    return json.loads((REPORTS / ("%s-%s.json" % (host, CONTAINERS[host]["instance"]))).read_text())
 
 
 def network_links():
@@ -505,6 +509,45 @@ def test_a_change_for_one_container_cuts_over_only_that_one(sandbox):
     assert record("sandbox-llm-a")["deployment_id"] == deployments["sandbox-llm-a"]
     assert record("sandbox-llm-b")["deployment_id"] != deployments["sandbox-llm-b"]
     assert summary("sandbox-llm-b")["status"] == "passed"
+
+
+def server_argv(host):
+    """The command line of the process systemd runs for the host's instance (its MainPID)."""
+    pid = unit_state(host)["MainPID"]
+    return inside(host, "cat", "/proc/%s/cmdline" % pid).split("\0")
+
+
+def test_a_model_across_two_containers_runs_one_deployment_and_names_a_stopped_node(sandbox):
+    # After the other tests: two more containers run ONE model (TP 4, two ranks each), node rank 0 behind the router.
+    made = subprocess.run([sys.executable, str(REPO / "scripts" / "sandbox-inventory.py"), "2", "--model-nodes", "2",
+                           "--inventory", str(INVENTORY)], capture_output=True, text=True, timeout=60, check=False)
+    assert made.returncode == 0, made.stderr
+    run = playbook("deploy.yml", timeout=1500)
+    assert run.rc == 0, run.summary()
+    assert {"sandbox-llm-c", "sandbox-llm-d"} <= set(rolled_out(run))
+    # One deployment ID on both nodes, each verified in its own part: rank 0 the model, rank 1 its dummy health check.
+    rank_0, rank_1 = summary("sandbox-llm-c"), summary("sandbox-llm-d")
+    assert rank_0["status"] == rank_1["status"] == "passed", (rank_0, rank_1)
+    assert (rank_0["node_rank"], rank_1["node_rank"]) == (0, 1)
+    assert rank_0["probe_verdict"] == "healthy" and rank_1["probe_verdict"] is None
+    assert record("sandbox-llm-c")["deployment_id"] == record("sandbox-llm-d")["deployment_id"] == rank_0["deployment_id"]
+    argv_0, argv_1 = server_argv("sandbox-llm-c"), server_argv("sandbox-llm-d")
+    for argv, rank in ((argv_0, "0"), (argv_1, "1")):
+        assert argv[argv.index("--nnodes") + 1] == "2" and argv[argv.index("--dist-init-addr") + 1] == "10.213.0.13:30190"
+        assert argv[argv.index("--node-rank") + 1] == rank
+    assert "Dummy health check server started in background thread at 0.0.0.0:30100" in inside(
+        "sandbox-llm-d", "cat", "/var/log/llmops-serving/qwen36-mn/current.log")
+    # The router has the model once, at its node rank 0.
+    router = json.loads((REPORTS / ("router-%s.json" % ROUTER_HOST)).read_text())
+    assert sorted(router["registered"]) == sorted(ROUTER_WORKERS + ["http://10.213.0.13:30100"]), router
+    # Rank 1 stopped by hand: the verification of the model fails on rank 0 and names the node and its rank.
+    inside("sandbox-llm-d", "systemctl", "stop", "sglang-qwen36-mn.service")
+    run = playbook("playbooks/verify.yml", "--limit", "sandbox-llm-c,sandbox-llm-d")
+    assert run.rc != 0, run.summary()
+    rank_0, rank_1 = summary("sandbox-llm-c"), summary("sandbox-llm-d")
+    assert rank_0["status"] == "failed" and rank_0["failed_step"] == "Stop when a node of the model is down or on another deployment"
+    assert "node rank 1 (sandbox-llm-d): " in rank_0["message"] and "is not running" in rank_0["message"], rank_0["message"]
+    assert rank_1["status"] == "failed" and "sglang-qwen36-mn.service" in rank_1["message"], rank_1
 
 
 def test_sandbox_down_removes_what_it_made_and_nothing_else(sandbox):

@@ -60,3 +60,41 @@ def test_ansible_sees_the_generated_hosts_with_the_sandbox_group_vars(tmp_path):
     data = json.loads(listed.stdout)
     assert data["sglang_servers"]["hosts"] == ["sandbox-llm-a", "sandbox-llm-b", "sandbox-llm-c"]
     assert data["_meta"]["hostvars"]["sandbox-llm-c"]["sglang_service_port"] == 30002
+
+
+def test_a_multi_node_model_adds_its_nodes_last_in_its_model_group(tmp_path):
+    path = inventory.write(str(tmp_path), 3, model_nodes=2)
+    children = yaml.safe_load(open(path, encoding="utf-8"))["all"]["children"]
+    assert list(children["sglang_servers"]["hosts"]) == ["sandbox-llm-c", "sandbox-llm-d", "sandbox-llm-e"]
+    model = children[inventory.MODEL_GROUP]
+    assert list(model["hosts"]) == ["sandbox-llm-d", "sandbox-llm-e"]
+    # The nodes share the model's instance and port (the same unit on both), so their host vars must not set them.
+    assert children["sglang_servers"]["hosts"]["sandbox-llm-e"] == {
+        "sandbox_container_ip": "10.213.0.15", "pve_container_vmid": 305, "pve_container_hostname": "llm-e"}
+    assert model["vars"]["sglang_service_model_group"] == inventory.MODEL_GROUP
+    assert model["vars"]["sglang_service_tp_size"] == 4
+
+
+@pytest.mark.parametrize("nodes", [1, -1, 25])
+def test_a_model_on_one_node_or_past_the_letters_is_refused(tmp_path, nodes, capsys):
+    assert inventory.main(["2", "--model-nodes", str(nodes), "--inventory", str(tmp_path)]) == 2
+    assert "SANDBOX_MODEL_NODES" in capsys.readouterr().err
+    assert not os.listdir(tmp_path)
+
+
+def test_ansible_gives_the_model_nodes_the_model_group_vars_and_its_tp_size_to_the_sglang_role(tmp_path):
+    copy = tmp_path / "sandbox"
+    shutil.copytree(os.path.join(REPO, "inventories", "sandbox"), copy,
+                    ignore=shutil.ignore_patterns(inventory.GENERATED_NAME))
+    inventory.write(str(copy), 2, model_nodes=2)
+    ansible = shutil.which("ansible", path=os.path.join(REPO, ".venv", "bin")) or "ansible"
+    listed = subprocess.run(
+        [ansible, "-i", str(copy), "sandbox-llm-d", "-m", "ansible.builtin.debug", "-a",
+         "msg={{ [groups['sglang_servers'], groups['%s'], sglang_service_instance, sglang_service_port, sglang_tp_size] }}"
+         % inventory.MODEL_GROUP],
+        capture_output=True, text=True, check=True, timeout=120,
+        env=dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="json",
+                 ANSIBLE_LOAD_CALLBACK_PLUGINS="1"))
+    shown = json.loads(listed.stdout)["plays"][0]["tasks"][0]["hosts"]["sandbox-llm-d"]["msg"]
+    assert shown == [["sandbox-llm-a", "sandbox-llm-b", "sandbox-llm-c", "sandbox-llm-d"],
+                     ["sandbox-llm-c", "sandbox-llm-d"], "qwen36-mn", 30100, 4]

@@ -48,6 +48,7 @@ def test_the_default_layout_of_an_instance():
         "server_env": "/etc/llmops-serving/qwen36/server.env",
         "deployment_env": "/etc/llmops-serving/qwen36/deployment.env",
         "secrets_config": "/etc/llmops-serving/qwen36/server-secrets.yaml",
+        "node_env": "/etc/llmops-serving/qwen36/node.env",
         "state_dir": "/var/lib/llmops-serving/qwen36",
         "record_path": "/var/lib/llmops-serving/qwen36/deployment.json",
         "sampling_path": "/var/lib/llmops-serving/qwen36/sampling.json",
