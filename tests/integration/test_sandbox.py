@@ -37,6 +37,7 @@ from ansible_collections.llmops.serving.tests.integration.pve_sim_support import
 from ansible_collections.llmops.serving.tests.support.ansible_run import ansible_module, ansible_playbook
 from ansible_collections.llmops.serving.tests.support.promtool import check_metrics
 from ansible_collections.llmops.serving.tests.support.sglang_request_log import received_sampling
+from ansible_collections.llmops.serving.tests.support.waiting import wait_until
 
 SANDBOX = REPO / ".build" / "sandbox"
 # The pve-sim that scripts/sandbox.sh starts (and stops).
@@ -171,7 +172,9 @@ def test_the_router_serves_every_server_of_the_inventory(sandbox):
     for _request in range(6):
         status, answer = router_request("/generate", {"text": "Hello", "sampling_params": {"max_new_tokens": 4}})
         assert status == 200 and "meta_info" in answer, answer
-    after = {host: served_requests(host) for host in HOSTS}
+    # A server logs a request's line as it finishes it, which may be after the client read the answer: wait for them.
+    after = wait_until(lambda: (lambda counts: counts if sum(counts.values()) - sum(before.values()) >= 6 else None)(
+        {host: served_requests(host) for host in HOSTS}), 60, "the servers' logs to show the six requests")
     assert all(after[host] > before[host] for host in HOSTS), (before, after)
     assert sum(after.values()) - sum(before.values()) == 6, (before, after)
 
@@ -371,7 +374,7 @@ def test_bad_change_is_rolled_back_and_stops_the_rollout(sandbox):
     assert_stopped_at_the_first_container(run)
     print("\nfailed cutover behind the router: %d requests, %d failed %s" % (load.sent, len(load.errors), load.errors[:5]))
     assert load.errors == [], load.errors[:10]
-    assert served_requests("sandbox-llm-b") > served_by_b
+    wait_until(lambda: served_requests("sandbox-llm-b") > served_by_b, 60, "sandbox-llm-b's log to show requests")
     status, listing = router_request("/workers")
     assert sorted(worker["url"] for worker in listing["workers"]) == ROUTER_WORKERS, listing
     report = json.loads((REPORTS / "rollout-sandbox-llm-a.json").read_text())

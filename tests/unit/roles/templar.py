@@ -59,7 +59,7 @@ def render(template, variables=None, var_files=()):
     return json.loads(run.stdout)
 
 
-def render_file(relative_path, variables=None):
-    """A template file of the repository, rendered as the template module does."""
+def render_file(relative_path, variables=None, var_files=()):
+    """A template file of the repository, rendered as the template module does (over the variables of var_files)."""
     with open(os.path.join(REPO, relative_path), encoding="utf-8") as handle:
-        return render(handle.read(), variables)
+        return render(handle.read(), variables, var_files)

@@ -53,6 +53,15 @@ def test_every_node_renders_the_same_unit_and_deployment_and_only_its_node_file_
     assert node_2["LLMOPS_NODE_RANK"] == "1"
 
 
+def test_the_node_file_gives_systemd_one_variable_per_line():
+    # A node file that systemd reads as one comment would start every node as rank 0 (seen in the sandbox: rank 1
+    # then tried to open rank 0's store on its own address and failed with EADDRNOTAVAIL).
+    text = render_file("roles/sglang_service/templates/node.env.j2", dict(MODEL, inventory_hostname="gpu-node-2"),
+                       var_files=SERVICE_VARS)
+    assignments = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert assignments == ["GLOO_SOCKET_IFNAME=ens1f0", "LLMOPS_NODE_RANK=1", "NCCL_SOCKET_IFNAME=ens1f0"]
+
+
 def test_a_server_on_one_node_keeps_its_unit_argv_and_deployment_inputs():
     unit, argv, inputs, _node = node_view("other", sglang_service_model_group="", sglang_service_tp_size=2)
     assert "node.env" not in unit
