@@ -147,3 +147,33 @@ def test_rank_0_names_the_node_that_is_down_with_its_rank():
     follower = render("{{ [_sglang_verify_node_rank | int, _sglang_verify_serves_api, _sglang_verify_node_problems] }}",
                       dict(MODEL, inventory_hostname="gpu-node-2"), VERIFY_VARS)
     assert follower == [1, False, []]
+
+
+def node_deployment_check(deployments):
+    """(holds, message) of sglang_service's check that the model's nodes recorded one deployment (tasks/service.yml)."""
+    with open(os.path.join(REPO, "roles/sglang_service/tasks/service.yml"), encoding="utf-8") as handle:
+        task = next(task for task in yaml.safe_load(handle)
+                    if task["name"] == "Stop unless every node of the model recorded the same deployment")
+    hostvars = {node: dict(MODEL["hostvars"][node], **({"sglang_service_deployment_id": deployment} if deployment else {}))
+                for node, deployment in deployments.items()}
+    with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as task_vars:
+        yaml.safe_dump(task["vars"], task_vars)
+    try:
+        context = dict(MODEL, inventory_hostname="gpu-node-1", hostvars=hostvars)
+        var_files = SERVICE_VARS + (task_vars.name,)
+        check = task["ansible.builtin.assert"]
+        return render("{{ (%s) | bool }}" % check["that"], context, var_files), render(check["fail_msg"], context, var_files)
+    finally:
+        os.unlink(task_vars.name)
+
+
+def test_the_nodes_restart_only_into_one_deployment():
+    holds, _message = node_deployment_check({"gpu-node-1": "ab" * 32, "gpu-node-2": "ab" * 32})
+    assert holds
+    # A variable set for one node only makes its deployment differ: named before anything restarts.
+    holds, message = node_deployment_check({"gpu-node-1": "ab" * 32, "gpu-node-2": "cd" * 32})
+    assert not holds
+    assert "gpu-node-1: abababababab..; gpu-node-2: cdcdcdcdcdcd.." in message and "Nothing was restarted" in message
+    # A node that did not run the role in this play is no proof of the same deployment.
+    holds, message = node_deployment_check({"gpu-node-1": "ab" * 32, "gpu-node-2": None})
+    assert not holds and "gpu-node-2: none (not in this play" in message
