@@ -289,7 +289,7 @@ class ReadyWait:
                 self.waiting_for = "the log of invocation %s (the launcher has not switched %s yet)" % (invocation, self.log_path)
             return
         self.watch = readiness.LogWatch(log, summary["offset"], keep_lines=self.tail_lines, invocation_id=invocation,
-                                       node_rank=self.node_rank)
+                                        node_rank=self.node_rank)
         if self.polls == 0:  # the first poll: what the log says already was there before the wait
             self.watch.read_new()
             self.ready_before_wait = self.watch.ready_line is not None

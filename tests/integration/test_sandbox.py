@@ -172,9 +172,13 @@ def test_the_router_serves_every_server_of_the_inventory(sandbox):
     for _request in range(6):
         status, answer = router_request("/generate", {"text": "Hello", "sampling_params": {"max_new_tokens": 4}})
         assert status == 200 and "meta_info" in answer, answer
+
     # A server logs a request's line as it finishes it, which may be after the client read the answer: wait for them.
-    after = wait_until(lambda: (lambda counts: counts if sum(counts.values()) - sum(before.values()) >= 6 else None)(
-        {host: served_requests(host) for host in HOSTS}), 60, "the servers' logs to show the six requests")
+    def all_six_logged():
+        counts = {host: served_requests(host) for host in HOSTS}
+        return counts if sum(counts.values()) - sum(before.values()) >= 6 else None
+
+    after = wait_until(all_six_logged, 60, "the servers' logs to show the six requests")
     assert all(after[host] > before[host] for host in HOSTS), (before, after)
     assert sum(after.values()) - sum(before.values()) == 6, (before, after)
 
