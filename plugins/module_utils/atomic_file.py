@@ -125,8 +125,9 @@ class NotARegularFile(OSError):
         self.found = found
 
 
-def read_regular(path):
-    """The content of the regular file ``path``; raises NotARegularFile naming what is there instead.
+def read_regular(path, max_bytes=None):
+    """The content of the regular file ``path`` (its first ``max_bytes`` when given); raises NotARegularFile naming
+    what is there instead.
 
     Nothing else is ever opened: a symlink is not followed, a FIFO or device not opened (lstat first, then open with
     O_NOFOLLOW and O_NONBLOCK, and fstat that it is still a regular file). FileNotFoundError when there is nothing.
@@ -144,7 +145,7 @@ def read_regular(path):
         mode = os.fstat(handle.fileno()).st_mode
         if not stat.S_ISREG(mode):
             raise NotARegularFile(path, file_type(mode))
-        return handle.read()
+        return handle.read() if max_bytes is None else handle.read(max_bytes)
 
 
 def set_aside(path, label, stamp=None):

@@ -27,6 +27,8 @@ ROLE_NAME_RE = re.compile(r"\A[a-z][a-z0-9_]*\Z")
 COMPONENT_RE = re.compile(r"\A[a-z][a-z0-9_]*\Z")
 DIGEST_RE = re.compile(r"\A[0-9a-f]{64}\Z")
 RECORD_VERSION = 1
+# A state file (a driver version file, a download's metadata) is small; more than this is not read.
+STATE_FILE_MAX_BYTES = 65536
 # Build outputs and caches of Python and the tests are not part of what a deployment is made of.
 SKIPPED_NAMES = ("__pycache__", ".pytest_cache")
 SKIPPED_SUFFIXES = (".pyc", ".pyo")
@@ -81,8 +83,15 @@ def components(collection_digest, options_by_role, state=None):
         if not ROLE_NAME_RE.match(role):
             raise ValueError("%r is not a role name" % (role,))
         result["options_" + role] = value_digest(values)
+    return add_state(result, state)
+
+
+def add_state(components_now, state):
+    """``components_now`` with one ``state_<name>`` digest per entry of ``state`` (name -> value read from the
+    container or the node); a name that is not a component name, or is given twice, raises ValueError."""
+    result = dict(components_now)
     for name, value in sorted((state or {}).items()):
-        if not COMPONENT_RE.match(name) or name in result:
+        if not COMPONENT_RE.match(str(name)) or "state_" + name in result:
             raise ValueError("%r cannot name a state component" % (name,))
         result["state_" + name] = value_digest(value)
     return result

@@ -13,10 +13,14 @@ version_added: 0.3.0
 author: llmops.serving contributors (@llmops)
 description:
   - "O(mode=check) (read-only): compares the component digests of what this run would deploy (O(components): the
-    collection, each role's options, what the node and the model directory say) with those recorded on the container
-    by the last verified rollout (C(<state_dir>/<instance>/rollout.json)), and that the deployment recorded then is still
-    the current one (C(deployment.json)). Returns RV(cutover) and the reasons. No record, a changed component, or a
-    deployment changed since (a rollback, a change made outside the playbook) all mean a cutover."
+    collection and each role's options; plus one C(state_<name>) digest per O(state_files) entry, what the node and the
+    model directory say, read here) with those recorded on the container by the last verified rollout
+    (C(<state_dir>/<instance>/rollout.json)), and that the deployment recorded then is still the current one
+    (C(deployment.json)). Returns RV(cutover) and the reasons. No record, a changed component, a unit that is not
+    active (O(check_unit)), or a deployment changed since (a rollback, a change made outside the playbook) all mean a
+    cutover."
+  - Everything the plan reads on the container is read by this one module run, so an unchanged container costs one
+    module execution in the plan (the fleet's unchanged rerun runs it on every container).
   - "O(mode=record): after the verification passed, writes the components and the verified deployment ID (atomically,
     mode 0644, root-owned; digests only, nothing a digest was taken of)."
 options:
@@ -40,12 +44,35 @@ options:
   deployment_id:
     description: The verified deployment's ID, for O(mode=record).
     type: str
-  unit_state:
+  state_files:
     description:
-      - The instance's unit state as C(systemctl is-active) prints it, for O(mode=check). Anything but C(active) is a
-        reason for a cutover (the converge starts the unit; a verification alone would only report it down).
-      - Not checked when omitted.
-    type: str
+      - For O(mode=check), files whose content is part of the deployment, each digested as the component
+        C(state_<name>) (a missing file digests as null, so its appearance or removal is a change).
+      - Only regular files are read (a symbolic link, FIFO or device is digested as what it is, never opened), at most
+        64 KiB of each.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: The component's name after C(state_).
+        type: str
+        required: true
+      path:
+        description: The file.
+        type: path
+        required: true
+      first_line:
+        description: Digest only the first line (a Hugging Face download's C(.metadata) file holds the commit on its
+          first line and a download time after it).
+        type: bool
+        default: false
+  check_unit:
+    description:
+      - For O(mode=check), read the instance's unit state (C(systemctl is-active)). Anything but C(active) is a reason
+        for a cutover (the converge starts the unit; a verification alone would only report it down).
+    type: bool
+    default: false
 extends_documentation_fragment:
   - llmops.serving.attributes
 attributes:
@@ -64,6 +91,10 @@ EXAMPLES = r"""
   llmops.serving.rollout_plan:
     instance: qwen36
     components: "{{ lookup('llmops.serving.rollout_inputs', 'sglang', 'sglang_service') | llmops.serving.rollout_components(hostvars[inventory_hostname]) }}"
+    state_files:
+      - name: node_driver
+        path: /proc/driver/nvidia/version
+    check_unit: true
   register: plan
 
 - name: Record the verified rollout
@@ -90,7 +121,7 @@ changed_components:
   type: list
   elements: str
 components:
-  description: The components given.
+  description: The components given, and in O(mode=check) one C(state_<name>) per O(state_files) entry.
   returned: always
   type: dict
 current_deployment_id:
@@ -108,6 +139,7 @@ path:
 """
 
 import datetime
+import errno
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -128,6 +160,27 @@ def read_rollout_record(path):
         return None, "%s is not a usable rollout record (%s)" % (path, exc)
 
 
+def read_state_file(path, first_line):
+    """The value a state file contributes to its digest: its text, None when absent, or what is there instead."""
+    try:
+        data = atomic_file.read_regular(path, max_bytes=rollout_plan.STATE_FILE_MAX_BYTES)
+    except FileNotFoundError:
+        return None
+    except atomic_file.NotARegularFile as exc:
+        return {"not_a_regular_file": exc.found}
+    except OSError as exc:
+        return {"unreadable": errno.errorcode.get(exc.errno, str(exc.errno))}
+    text = data.decode("utf-8", "surrogateescape")
+    return text.split("\n", 1)[0].strip() if first_line else text
+
+
+def unit_state(module, unit):
+    """What ``systemctl is-active`` prints for the unit ("active", "inactive", "failed", ...; "unknown" when nothing)."""
+    rc, stdout, stderr = module.run_command(["systemctl", "is-active", "--", unit], environ_update={"LC_ALL": "C"})
+    del rc  # is-active exits non-zero for every state but active; the printed state is the answer
+    return (stdout or stderr).strip().splitlines()[0] if (stdout or stderr).strip() else "unknown"
+
+
 def current_deployment(paths):
     """(deployment ID or None, reason or None) from deployment.json, never setting a damaged record aside."""
     try:
@@ -145,7 +198,12 @@ def main():
             components=dict(type="dict", required=True),
             mode=dict(type="str", choices=["check", "record"], default="check"),
             deployment_id=dict(type="str"),
-            unit_state=dict(type="str"),
+            state_files=dict(type="list", elements="dict", default=[], options=dict(
+                name=dict(type="str", required=True),
+                path=dict(type="path", required=True),
+                first_line=dict(type="bool", default=False),
+            )),
+            check_unit=dict(type="bool", default=False),
         ),
         required_if=[("mode", "record", ["deployment_id"])],
         supports_check_mode=True,
@@ -167,12 +225,19 @@ def main():
                   recorded_deployment_id=(record or {}).get("deployment_id"))
 
     if params["mode"] == "check":
+        state = dict((entry["name"], read_state_file(entry["path"], entry["first_line"])) for entry in params["state_files"])
+        try:
+            components = rollout_plan.add_state(components, state)
+        except ValueError as exc:
+            module.fail_json(msg=str(exc), **result)
+        result["components"] = components
         verdict = rollout_plan.compare(record, components, current_id)
         reasons = [problem for problem in (record_problem, current_problem) if problem] or verdict["reasons"]
-        unit_state = params["unit_state"]
-        if unit_state is not None and unit_state.strip() != "active":
+        if params["check_unit"]:
             unit = deployment_layout.unit_name(params["instance"])
-            reasons = reasons + ["the unit %s is %s, not active" % (unit, unit_state.strip() or "unknown")]
+            state_now = unit_state(module, unit)
+            if state_now != "active":
+                reasons = reasons + ["the unit %s is %s, not active" % (unit, state_now)]
         module.exit_json(cutover=bool(reasons) or verdict["cutover"], reasons=reasons,
                          changed_components=verdict["changed"], **result)
 

@@ -45,10 +45,17 @@ options:
   directory:
     description:
       - The textfile collector's directory (node_exporter's C(--collector.textfile.directory)); it must exist (the
-        P(llmops.serving.sglang_monitoring#role) role creates it).
+        P(llmops.serving.sglang_monitoring#role) role creates it) unless O(create_directory=true).
       - The default is where Debian's C(prometheus-node-exporter) package reads textfiles.
     type: path
     default: /var/lib/prometheus/node-exporter
+  create_directory:
+    description:
+      - Create a missing O(directory) (and its parents) with mode 0755, owned by the user the module runs as, as
+        P(llmops.serving.sglang_monitoring#role) creates it by default. Reported as RV(directory_created).
+      - Off, a missing directory is an error (outside check mode).
+    type: bool
+    default: false
   pending_timeout:
     description:
       - For a summary with C(status=pending) (a verification that starts now), how many seconds it may take; written as
@@ -117,6 +124,10 @@ path:
   returned: always
   type: str
   sample: /var/lib/prometheus/node-exporter/llmops_sglang_verdict_qwen36.prom
+directory_created:
+  description: Whether O(directory) was created (or would be, in check mode).
+  returned: always
+  type: bool
 metrics:
   description: The content written (or that would be written in check mode); empty when O(state=absent).
   returned: always
@@ -165,6 +176,7 @@ def main():
             summary=dict(type="dict"),
             instance=dict(type="str"),
             directory=dict(type="path", default="/var/lib/prometheus/node-exporter"),
+            create_directory=dict(type="bool", default=False),
             pending_timeout=dict(type="float"),
             mode=dict(type="str", default="0644"),
             state=dict(type="str", choices=["present", "absent"], default="present"),
@@ -187,7 +199,15 @@ def main():
         module.fail_json(msg="mode %r is not an octal number" % params["mode"])
     directory = params["directory"]
     path = os.path.join(directory, textfile_name(instance))
-    result = dict(changed=False, path=path, metrics="")
+    result = dict(changed=False, path=path, metrics="", directory_created=False)
+    if not os.path.isdir(directory) and params["create_directory"] and params["state"] == "present":
+        result["directory_created"] = True
+        if not module.check_mode:
+            try:
+                os.makedirs(directory, mode=0o755)
+                os.chmod(directory, 0o755)  # whatever the umask: node_exporter runs as another user
+            except OSError as exc:
+                module.fail_json(msg="cannot create the textfile directory %s: %s" % (directory, exc.strerror or exc), **result)
     if not os.path.isdir(directory):
         if module.check_mode:
             # In check mode the task that creates the directory did not run either: predict the write.

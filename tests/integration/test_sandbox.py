@@ -496,6 +496,30 @@ def test_incident_replay_names_the_stray_and_a_deploy_recovers(sandbox):
     assert summary(host)["deployment_id"] == record(host)["deployment_id"]
 
 
+def test_an_unchanged_server_that_fails_its_verification_stops_the_run_before_any_change(sandbox):
+    # The unchanged servers verify at their own pace (strategy free); the gate after them stops the run. a's threshold is
+    # a verify-only variable (not part of a deployment), so a stays unchanged and fails; b has a change and must not
+    # be touched.
+    before = dict((host, unit_state(host)) for host in HOSTS)
+    deployments = dict((host, record(host)["deployment_id"]) for host in HOSTS)
+    change = INVENTORY / "sandbox-test-change.yml"
+    change.write_text("---\nall:\n  hosts:\n    sandbox-llm-a:\n      sglang_verify_min_accept_length: 99\n"
+                      "    sandbox-llm-b:\n      sglang_service_max_running_requests: 8\n")
+    try:
+        run = playbook("deploy.yml")
+    finally:
+        change.unlink()
+    assert run.rc != 0
+    plan = json.loads((REPORTS / "rollout-plan.json").read_text())
+    assert not plan["sandbox-llm-a"]["cutover"] and plan["sandbox-llm-b"]["cutover"], plan
+    messages = " ".join(run.failures())
+    assert "sandbox-llm-a failed the verification of their unchanged deployment" in messages, messages
+    assert summary("sandbox-llm-a")["status"] == "failed"
+    assert rolled_out(run) == []
+    assert dict((host, unit_state(host)) for host in HOSTS) == before
+    assert dict((host, record(host)["deployment_id"]) for host in HOSTS) == deployments
+
+
 def test_a_change_for_one_container_cuts_over_only_that_one(sandbox):
     # Last before the teardown: it leaves sandbox-llm-b on a configuration the inventory does not describe. The change
     # is an inventory variable of b alone (an inventory file beside hosts.yml, removed afterwards).

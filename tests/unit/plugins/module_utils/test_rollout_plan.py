@@ -29,9 +29,14 @@ def test_components_change_exactly_with_what_they_digest():
     # A secret among the options only ever appears as part of a digest.
     secret = rollout_plan.components(DIGEST, {"sglang_service": {"sglang_service_api_key": "sk-S3cret"}})
     assert "sk-S3cret" not in repr(secret)
-    for bad in (("b" * 63, {}, {}), (DIGEST, {"Bad Role": {}}, {}), (DIGEST, {}, {"collection": 1}), (DIGEST, {}, {"x y": 1})):
+    for bad in (("b" * 63, {}, {}), (DIGEST, {"Bad Role": {}}, {}), (DIGEST, {}, {"": 1}), (DIGEST, {}, {"x y": 1})):
         with pytest.raises(ValueError):
             rollout_plan.components(*bad)
+    # What the module reads on the container joins what the controller digested; the same state twice is refused.
+    assert rollout_plan.add_state(rollout_plan.components(DIGEST, {"sglang_service": {"sglang_service_port": 30000}}),
+                                  {"model_revision": "r1"}) == base
+    with pytest.raises(ValueError, match="cannot name a state component"):
+        rollout_plan.add_state(base, {"model_revision": "r1"})
 
 
 def test_tree_digest_follows_content_and_names_not_caches(tmp_path):

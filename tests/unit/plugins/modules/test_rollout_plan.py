@@ -10,8 +10,12 @@ import json
 import os
 import stat
 
-import pytest
+from unittest import mock
 
+import pytest
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmops.serving.plugins.module_utils import atomic_file
 from ansible_collections.llmops.serving.plugins.modules import deployment_record, rollout_plan
 from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
 
@@ -89,11 +93,70 @@ def test_inputs_that_are_not_digests_or_names_are_refused(deployed):
     assert failed and "not a valid instance name" in result["msg"]
 
 
+def answer_is_active(printed):
+    """A run_command stand-in that answers `systemctl is-active` with ``printed`` (and refuses anything else)."""
+    def run_command(_module, args, **_kwargs):
+        assert args[:2] == ["systemctl", "is-active"] and args[-1] == "sglang-qwen36.service", args
+        return (0 if printed.strip() == "active" else 3), printed, ""
+    return mock.patch.object(AnsibleModule, "run_command", autospec=True, side_effect=run_command)
+
+
 def test_a_unit_that_is_not_active_goes_through_the_cutover(deployed):
     args, deployment_id = deployed
     run_module(rollout_plan.main, dict(args, mode="record", deployment_id=deployment_id))
-    assert not run_module(rollout_plan.main, dict(args, unit_state="active\n"))[0]["cutover"]
-    for state, shown in (("inactive", "inactive"), ("failed", "failed"), ("", "unknown")):
-        result, failed = run_module(rollout_plan.main, dict(args, unit_state=state))
+    with answer_is_active("active\n"):
+        assert not run_module(rollout_plan.main, dict(args, check_unit=True))[0]["cutover"]
+    for printed, shown in (("inactive\n", "inactive"), ("failed\n", "failed"), ("", "unknown")):
+        with answer_is_active(printed):
+            result, failed = run_module(rollout_plan.main, dict(args, check_unit=True))
         assert not failed and result["cutover"]
         assert result["reasons"] == ["the unit sglang-qwen36.service is %s, not active" % shown]
+
+
+def test_state_files_are_read_by_the_module_and_digested_as_components(deployed, tmp_path):
+    args, deployment_id = deployed
+    driver = tmp_path / "version"
+    driver.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build\n")
+    metadata = tmp_path / "config.json.metadata"
+    metadata.write_text("8a1e6f0c3d9b\n\"etag\"\n1764547200.1\n")
+    files = [{"name": "node_driver", "path": str(driver)},
+             {"name": "model_revision", "path": str(metadata), "first_line": True}]
+    # COMPONENTS already names state_model_revision (the filter's state): the module refuses the same name twice.
+    result, failed = run_module(rollout_plan.main, dict(args, state_files=files))
+    assert failed and "cannot name a state component" in result["msg"], result
+    given = dict((name, value) for name, value in COMPONENTS.items() if not name.startswith("state_"))
+    args = dict(args, components=given)
+    result, failed = run_module(rollout_plan.main, dict(args, state_files=files))
+    assert not failed, result
+    components = result["components"]
+    assert set(components) == set(given) | {"state_node_driver", "state_model_revision"}
+    run_module(rollout_plan.main, dict(args, mode="record", deployment_id=deployment_id, components=components))
+    assert not run_module(rollout_plan.main, dict(args, state_files=files))[0]["cutover"]
+    # A new download time with the same commit is the same deployment; a new commit is not.
+    metadata.write_text("8a1e6f0c3d9b\n\"etag\"\n1764633600.7\n")
+    assert not run_module(rollout_plan.main, dict(args, state_files=files))[0]["cutover"]
+    metadata.write_text("0b7c2d41ee10\n\"etag\"\n1764633600.7\n")
+    result = run_module(rollout_plan.main, dict(args, state_files=files))[0]
+    assert result["cutover"] and result["changed_components"] == ["state_model_revision"]
+    metadata.write_text("8a1e6f0c3d9b\n")
+    # A driver upgrade on the node, a driver file gone, or something else in its place: each is a change.
+    driver.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.105.08  Release Build\n")
+    assert run_module(rollout_plan.main, dict(args, state_files=files))[0]["changed_components"] == ["state_node_driver"]
+    driver.unlink()
+    assert run_module(rollout_plan.main, dict(args, state_files=files))[0]["changed_components"] == ["state_node_driver"]
+    os.mkfifo(driver)
+    result, failed = run_module(rollout_plan.main, dict(args, state_files=files))
+    assert not failed and result["changed_components"] == ["state_node_driver"]
+
+
+def test_a_huge_state_file_is_read_only_up_to_its_limit(deployed, tmp_path):
+    args, _deployment_id = deployed
+    given = dict((name, value) for name, value in COMPONENTS.items() if not name.startswith("state_"))
+    huge = tmp_path / "huge"
+    with open(huge, "wb") as handle:
+        handle.truncate(64 * 1024 * 1024)
+    files = [{"name": "node_driver", "path": str(huge)}]
+    with mock.patch.object(atomic_file, "read_regular", wraps=atomic_file.read_regular) as read:
+        result, failed = run_module(rollout_plan.main, dict(args, components=given, state_files=files))
+    assert not failed and "state_node_driver" in result["components"]
+    assert read.call_args.kwargs["max_bytes"] == 65536

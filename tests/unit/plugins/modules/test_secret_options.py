@@ -26,6 +26,9 @@ class SpecRead(Exception):
 
 def argument_spec(name):
     module = importlib.import_module("ansible_collections.llmops.serving.plugins.modules." + name)
+    if not hasattr(module, "main"):
+        # Documentation of an action plugin (it runs on the controller): the plugin's own spec.
+        return importlib.import_module("ansible_collections.llmops.serving.plugins.action." + name).ARGUMENT_SPEC
 
     def capture(self, argument_spec, **kwargs):
         del self, kwargs

@@ -113,6 +113,31 @@ def test_a_missing_directory_is_named_not_created(tmp_path):
     assert not (tmp_path / "nowhere").exists()
 
 
+def test_create_directory_makes_a_missing_directory_0755_whatever_the_umask(tmp_path):
+    directory = tmp_path / "var" / "node-exporter"
+    result, failed = run_module(verdict_textfile.main, {"summary": PASSED, "directory": str(directory),
+                                                        "create_directory": True}, check_mode=True)
+    assert not failed and result["directory_created"] and not directory.exists()
+    old = os.umask(0o077)
+    try:
+        result, failed = write(directory, create_directory=True)
+    finally:
+        os.umask(old)
+    assert not failed and result["directory_created"], result
+    assert stat.S_IMODE(os.stat(directory).st_mode) == 0o755
+    assert (directory / "llmops_sglang_verdict_qwen36.prom").is_file()
+    result, failed = write(directory, create_directory=True)
+    assert not failed and not result["directory_created"]
+
+
+def test_create_directory_does_not_replace_a_file_where_the_directory_should_be(tmp_path):
+    blocker = tmp_path / "node-exporter"
+    blocker.write_text("not a directory\n")
+    result, failed = write(blocker, create_directory=True)
+    assert failed and "cannot create the textfile directory" in result["msg"], result
+    assert blocker.read_text() == "not a directory\n"
+
+
 def test_check_mode_predicts_the_write_into_a_directory_that_does_not_exist_yet(tmp_path):
     result, failed = run_module(verdict_textfile.main, {"summary": PASSED, "directory": str(tmp_path / "later")},
                                 check_mode=True)
