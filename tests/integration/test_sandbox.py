@@ -306,6 +306,7 @@ def test_a_plan_refused_for_its_concurrency_changes_nothing(sandbox):
     assert unit_state(host) == before and record(host)["deployment_id"] == deployment
 
 
+STAGING_PLAY = "Stage SGLang on the containers that cut over"
 ROLLOUT_PLAY = "Roll out the servers, one batch of containers at a time"
 
 
@@ -497,14 +498,15 @@ def test_incident_replay_names_the_stray_and_a_deploy_recovers(sandbox):
 
 
 def test_an_unchanged_server_that_fails_its_verification_stops_the_run_before_any_change(sandbox):
-    # The unchanged servers verify at their own pace (strategy free); the gate after them stops the run. a's threshold is
-    # a verify-only variable (not part of a deployment), so a stays unchanged and fails; b has a change and must not
-    # be touched.
+    # The unchanged servers verify at their own pace (strategy free), so the run must stop after them: a's threshold is
+    # a verify-only variable (not part of a deployment), so a stays unchanged and fails. First with a change for b,
+    # which must not be touched (every unchanged server failed: ansible ends the run after the play); then with b
+    # unchanged and passing, where the gate play names a.
     before = dict((host, unit_state(host)) for host in HOSTS)
     deployments = dict((host, record(host)["deployment_id"]) for host in HOSTS)
     change = INVENTORY / "sandbox-test-change.yml"
-    change.write_text("---\nall:\n  hosts:\n    sandbox-llm-a:\n      sglang_verify_min_accept_length: 99\n"
-                      "    sandbox-llm-b:\n      sglang_service_max_running_requests: 8\n")
+    failing_a = "    sandbox-llm-a:\n      sglang_verify_min_accept_length: 99\n"
+    change.write_text("---\nall:\n  hosts:\n" + failing_a + "    sandbox-llm-b:\n      sglang_service_max_running_requests: 8\n")
     try:
         run = playbook("deploy.yml")
     finally:
@@ -513,11 +515,22 @@ def test_an_unchanged_server_that_fails_its_verification_stops_the_run_before_an
     plan = json.loads((REPORTS / "rollout-plan.json").read_text())
     assert not plan["sandbox-llm-a"]["cutover"] and plan["sandbox-llm-b"]["cutover"], plan
     messages = " ".join(run.failures())
-    assert "sandbox-llm-a failed the verification of their unchanged deployment" in messages, messages
+    assert "Check the speculative decoding stats against the thresholds on sandbox-llm-a" in messages, messages
     assert summary("sandbox-llm-a")["status"] == "failed"
-    assert rolled_out(run) == []
+    assert rolled_out(run) == [] and not any(item.play == STAGING_PLAY for item in run.results)
     assert dict((host, unit_state(host)) for host in HOSTS) == before
     assert dict((host, record(host)["deployment_id"]) for host in HOSTS) == deployments
+
+    change.write_text("---\nall:\n  hosts:\n" + failing_a)
+    try:
+        run = playbook("deploy.yml")
+    finally:
+        change.unlink()
+    assert run.rc != 0
+    messages = " ".join(run.failures())
+    assert "sandbox-llm-a failed the verification of their unchanged deployment" in messages, messages
+    assert summary("sandbox-llm-b")["status"] == "passed"
+    assert dict((host, unit_state(host)) for host in HOSTS) == before
 
 
 def test_a_change_for_one_container_cuts_over_only_that_one(sandbox):

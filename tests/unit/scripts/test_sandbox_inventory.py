@@ -21,6 +21,16 @@ inventory = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(inventory)
 
 
+@pytest.fixture
+def inventory_copy(tmp_path):
+    """The real sandbox inventory directory, copied without a generated file: what the script writes joins hosts.yml
+    and the group's variables apply to it."""
+    copy = tmp_path / "sandbox"
+    shutil.copytree(os.path.join(REPO, "inventories", "sandbox"), copy,
+                    ignore=shutil.ignore_patterns(inventory.GENERATED_NAME))
+    return copy
+
+
 def test_the_first_two_are_the_tracked_host_vars():
     for index, name in enumerate(("sandbox-llm-a", "sandbox-llm-b")):
         with open(os.path.join(REPO, "inventories", "sandbox", "host_vars", name + ".yml"), encoding="utf-8") as handle:
@@ -48,11 +58,8 @@ def test_counts_outside_two_to_twenty_six_are_refused(tmp_path, count, capsys):
     assert not os.listdir(tmp_path)
 
 
-def test_ansible_sees_the_generated_hosts_with_the_sandbox_group_vars(tmp_path):
-    # The real inventory directory, copied: the generated file joins hosts.yml and the group's variables apply to it.
-    copy = tmp_path / "sandbox"
-    shutil.copytree(os.path.join(REPO, "inventories", "sandbox"), copy,
-                    ignore=shutil.ignore_patterns(inventory.GENERATED_NAME))
+def test_ansible_sees_the_generated_hosts_with_the_sandbox_group_vars(inventory_copy):
+    copy = inventory_copy
     inventory.write(str(copy), 3)
     ansible_inventory = shutil.which("ansible-inventory", path=os.path.join(REPO, ".venv", "bin")) or "ansible-inventory"
     listed = subprocess.run([ansible_inventory, "-i", str(copy), "--list", "--export"], capture_output=True, text=True,
@@ -82,10 +89,8 @@ def test_a_model_on_one_node_or_past_the_letters_is_refused(tmp_path, nodes, cap
     assert not os.listdir(tmp_path)
 
 
-def test_ansible_gives_the_model_nodes_the_model_group_vars_and_its_tp_size_to_the_sglang_role(tmp_path):
-    copy = tmp_path / "sandbox"
-    shutil.copytree(os.path.join(REPO, "inventories", "sandbox"), copy,
-                    ignore=shutil.ignore_patterns(inventory.GENERATED_NAME))
+def test_ansible_gives_the_model_nodes_the_model_group_vars_and_its_tp_size_to_the_sglang_role(inventory_copy):
+    copy = inventory_copy
     inventory.write(str(copy), 2, model_nodes=2)
     ansible = shutil.which("ansible", path=os.path.join(REPO, ".venv", "bin")) or "ansible"
     listed = subprocess.run(
