@@ -54,12 +54,8 @@ class ServerState:
         return state
 
     def model_info(self) -> dict:
-        preferred = None
-        if self.args.get("preferred_sampling_params"):
-            try:
-                preferred = json.loads(self.args["preferred_sampling_params"])
-            except ValueError:
-                preferred = None
+        # The parser already turned the flag into a dict (its type is json.loads); one reading of it, in sampling.
+        preferred = sampling.parse_preferred(self.args.get("preferred_sampling_params"))
         return {"model_path": self.args["model_path"], "tokenizer_path": self.args["tokenizer_path"], "is_generation": True,
                 "preferred_sampling_params": preferred, "weight_version": "default", "has_image_understanding": False,
                 "has_audio_understanding": False, "model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"],

@@ -109,6 +109,14 @@ def test_endpoints_and_api_key(start_sim):
     assert sim.chat({"messages": []}, api_key="s3cret")[0] == 400
 
 
+def test_model_info_returns_the_preferred_sampling_params(start_sim):
+    # The flag's type is json.loads: /model_info gets the parsed object (it raised a TypeError on every call before).
+    sim = start_sim(SPEC_ARGS + ["--preferred-sampling-params", '{"temperature": 0.6, "top_p": 0.95}'])
+    sim.wait_ready()
+    status, _headers, body = http("GET", sim.url + "/model_info")
+    assert status == 200 and json.loads(body)["preferred_sampling_params"] == {"temperature": 0.6, "top_p": 0.95}
+
+
 def test_children_titles_and_sigterm(start_sim):
     sim = start_sim(["--tp", "2"] + SPEC_ARGS)
     sim.wait_ready()
