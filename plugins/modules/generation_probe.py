@@ -210,8 +210,8 @@ endpoint:
 import json
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import fetch_url
 
+from ansible_collections.llmops.serving.plugins.module_utils import http_exchange
 from ansible_collections.llmops.serving.plugins.module_utils import redact
 from ansible_collections.llmops.serving.plugins.module_utils.degeneration import VERDICT_DRAFT_PATH, diagnose, measure
 from ansible_collections.llmops.serving.plugins.module_utils.sampling_presets import (
@@ -251,30 +251,17 @@ def _endpoint(url, path):
 
 
 def _post(module, endpoint, body, api_key):
-    headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    if api_key:
-        headers["Authorization"] = "Bearer %s" % api_key
-    response, info = fetch_url(
-        module,
-        endpoint,
-        data=json.dumps(body),
-        headers=headers,
-        method="POST",
-        timeout=module.params["timeout"],
-        use_proxy=module.params["use_proxy"],
-        force=True,
-    )
-    status = info.get("status", -1)
-    if response is None or status != 200:
-        detail = info.get("body") or info.get("msg") or ""
-        if isinstance(detail, bytes):
-            detail = detail.decode("utf-8", errors="replace")
-        raise ProbeError("POST %s returned %s: %s" % (endpoint, status, _scrub(detail, api_key)[:MAX_ERROR_BODY_CHARS]))
-    raw = response.read()
     try:
-        return json.loads(raw.decode("utf-8", errors="replace"))
+        status, text = http_exchange.exchange(endpoint, method="POST", body=body, api_key=api_key,
+                                              timeout=module.params["timeout"], use_proxy=module.params["use_proxy"])
+    except http_exchange.ExchangeError as exc:
+        raise ProbeError("POST %s failed: %s" % (endpoint, _scrub(exc.reason, api_key)[:MAX_ERROR_BODY_CHARS]))
+    if status != 200:
+        raise ProbeError("POST %s returned %s: %s" % (endpoint, status, _scrub(text, api_key)[:MAX_ERROR_BODY_CHARS]))
+    try:
+        return json.loads(text)
     except ValueError:
-        raise ProbeError("POST %s returned a body that is not JSON: %r" % (endpoint, _scrub(raw[:200], api_key)))
+        raise ProbeError("POST %s returned a body that is not JSON: %r" % (endpoint, _scrub(text[:200], api_key)))
 
 
 def _text_metrics(text):

@@ -93,10 +93,8 @@ polls:
 
 import time
 
-from urllib.error import HTTPError
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import open_url
+from ansible_collections.llmops.serving.plugins.module_utils import http_exchange
 from ansible_collections.llmops.serving.plugins.module_utils import sglang_metrics
 
 # The most a single request waits when the run still has more time than that.
@@ -146,20 +144,9 @@ class Drain:
         """The body of one ``GET /metrics``; Retry or Fatal when there is none to parse."""
         timeout = max(MIN_REQUEST_SECONDS, min(MAX_REQUEST_SECONDS, self.remaining()))
         try:
-            response = open_url(self.metrics_url, method="GET", headers={"Accept": "text/plain"}, timeout=timeout,
-                                validate_certs=True, use_proxy=False, follow_redirects="none")
-            status, raw = response.getcode(), response.read()
-        except HTTPError as exc:
-            status = exc.code
-            try:
-                raw = exc.read() or b""
-            except Exception:  # pylint: disable=broad-except
-                raw = b""
-        except Exception as exc:  # pylint: disable=broad-except
-            # URLError, a timeout, a reset connection, a body cut short, or open_url's ConnectionError/SSLValidationError.
-            reason = str(getattr(exc, "reason", None) or exc) or exc.__class__.__name__
-            raise Retry("GET %s failed: %s" % (self.metrics_url, reason))
-        text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw or "")
+            status, text = http_exchange.exchange(self.metrics_url, accept="text/plain", timeout=timeout)
+        except http_exchange.ExchangeError as exc:
+            raise Retry("GET %s failed: %s" % (self.metrics_url, exc.reason))
         if status == 200:
             return text
         quoted = text.strip()[:MAX_BODY_QUOTE_CHARS] or "(empty body)"

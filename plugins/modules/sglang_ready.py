@@ -167,7 +167,7 @@ import time
 from urllib.parse import urlparse
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import open_url
+from ansible_collections.llmops.serving.plugins.module_utils import http_exchange
 from ansible_collections.llmops.serving.plugins.module_utils import log_header
 from ansible_collections.llmops.serving.plugins.module_utils import procfs
 from ansible_collections.llmops.serving.plugins.module_utils import readiness
@@ -179,11 +179,11 @@ from ansible_collections.llmops.serving.plugins.module_utils.deployment_layout i
 
 
 def _health(url, timeout):
+    """The status /health answers with, or None when nothing answers (the server on loopback: no certificate to check)."""
     try:
-        response = open_url(url, method="GET", timeout=timeout, validate_certs=False, use_proxy=False)
-        return response.getcode()
-    except Exception as exc:  # pylint: disable=broad-except
-        return getattr(exc, "code", None)
+        return http_exchange.exchange(url, accept="*/*", timeout=timeout, validate_certs=False)[0]
+    except http_exchange.ExchangeError:
+        return None
 
 
 def _open_current(path):

@@ -184,11 +184,10 @@ import os
 import stat
 import time
 
-from urllib.error import HTTPError
 from urllib.parse import quote, urlparse
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import open_url
+from ansible_collections.llmops.serving.plugins.module_utils import http_exchange
 from ansible_collections.llmops.serving.plugins.module_utils import redact
 from ansible_collections.llmops.serving.plugins.module_utils import sglang_router
 
@@ -249,29 +248,11 @@ class Router:
     def request(self, method, path, body=None):
         """(status, body text) of one request; RouterError for anything but an HTTP answer, and for 401."""
         endpoint = self.base_url + path
-        headers = {"Accept": "application/json"}
-        data = None
-        if body is not None:
-            data = json.dumps(body)
-            headers["Content-Type"] = "application/json"
-        if self.api_key:
-            headers["Authorization"] = "Bearer %s" % self.api_key
         timeout = max(MIN_REQUEST_SECONDS, min(MAX_REQUEST_SECONDS, self.remaining()))
         try:
-            response = open_url(endpoint, data=data, headers=headers, method=method, timeout=timeout,
-                                validate_certs=True, use_proxy=False, follow_redirects="none")
-            status, raw = response.getcode(), response.read()
-        except HTTPError as exc:
-            status = exc.code
-            try:
-                raw = exc.read() or b""
-            except Exception:  # pylint: disable=broad-except
-                raw = b""
-        except Exception as exc:  # pylint: disable=broad-except
-            # URLError, a timeout, a reset connection, or open_url's own ConnectionError/SSLValidationError.
-            reason = getattr(exc, "reason", None) or exc
-            raise RouterError("cannot reach the router at %s (%s %s): %s" % (self.base_url, method, endpoint, reason))
-        text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw or "")
+            status, text = http_exchange.exchange(endpoint, method=method, body=body, api_key=self.api_key, timeout=timeout)
+        except http_exchange.ExchangeError as exc:
+            raise RouterError("cannot reach the router at %s (%s %s): %s" % (self.base_url, method, endpoint, exc.reason))
         if status == 401:
             raise RouterError("the router at %s answered 401 Unauthorized to %s %s: the API key is %s" % (
                 self.base_url, method, path, "wrong" if self.api_key else "missing (set api_key or api_key_file)"))

@@ -1,0 +1,82 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""One HTTP request to a server or router this collection deployed: the one place that talks HTTP for the modules.
+
+Every answer is an answer, whatever its status (an error status comes back with its body, never as an exception);
+anything that is not an answer - refused, reset, timed out, a TLS failure, a body cut short, or a body larger than
+the caller allows - raises ExchangeError with the reason. Redirects are never followed (a server that redirects is
+not the one asked), no proxy is used unless asked, and the API key goes only into the Authorization header.
+"""
+
+from __future__ import annotations
+
+import json
+
+from urllib.error import HTTPError
+
+from ansible.module_utils.urls import open_url
+
+# A /metrics page of a busy SGLang is some 100 KiB and a chat completion a few; more than this is not a server of ours.
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+
+
+class ExchangeError(Exception):
+    """No HTTP answer to use (``reason`` says why)."""
+
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _read_bounded(response, max_bytes):
+    """The whole body, at most ``max_bytes``; a body that ends before its Content-Length is an error, as read() says.
+
+    read(amt) of http.client returns what arrived when the connection closes early, so the bytes still owed are
+    checked (``length`` of the HTTPResponse; an HTTPError carries it as ``fp``)."""
+    chunks = []
+    total = 0
+    while True:
+        chunk = response.read(min(65536, max_bytes + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > max_bytes:
+            raise ExchangeError("the answer is larger than %d bytes" % max_bytes)
+    owed = getattr(getattr(response, "fp", None), "length", None) if not hasattr(response, "length") else response.length
+    if owed:
+        raise ExchangeError("the answer ended %d bytes short of its Content-Length" % owed)
+    return b"".join(chunks)
+
+
+def exchange(url, method="GET", body=None, api_key=None, accept="application/json", timeout=10.0,
+             validate_certs=True, use_proxy=False, max_body_bytes=DEFAULT_MAX_BODY_BYTES):
+    """(status, body text) of one request to ``url``; ``body`` (JSON-able) is sent as JSON."""
+    headers = {"Accept": accept}
+    data = None
+    if body is not None:
+        data = json.dumps(body)
+        headers["Content-Type"] = "application/json"
+    if api_key:
+        headers["Authorization"] = "Bearer %s" % api_key
+    try:
+        response = open_url(url, data=data, headers=headers, method=method, timeout=timeout,
+                            validate_certs=validate_certs, use_proxy=use_proxy, follow_redirects="none")
+        status, raw = response.getcode(), _read_bounded(response, max_body_bytes)
+    except HTTPError as exc:
+        status = exc.code
+        try:
+            raw = _read_bounded(exc, max_body_bytes) or b""
+        except ExchangeError:
+            raise
+        except Exception:  # pylint: disable=broad-except
+            raw = b""
+    except ExchangeError:
+        raise
+    except Exception as exc:  # pylint: disable=broad-except
+        # URLError, a timeout, a reset connection, a body cut short, or open_url's ConnectionError/SSLValidationError.
+        raise ExchangeError(str(getattr(exc, "reason", None) or exc) or exc.__class__.__name__) from None
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw or "")
+    return status, text
