@@ -162,8 +162,19 @@ def test_the_router_serves_every_server_of_the_inventory(sandbox):
     pid = inside(ROUTER_HOST, "systemctl", "show", "--property=MainPID", "--value", "sglang-router.service").strip()
     assert inside(ROUTER_HOST, "cat", "/proc/%s/comm" % pid).strip() == "sglang::router"
     assert "sglang_router_rs.abi3.so" in inside(ROUTER_HOST, "cat", "/proc/%s/maps" % pid)
-    record_id = json.loads(inside(ROUTER_HOST, "cat", "/var/lib/llmops-serving/router/deployment.json"))["deployment_id"]
+    router_record = json.loads(inside(ROUTER_HOST, "cat", "/var/lib/llmops-serving/router/deployment.json"))
+    record_id = router_record["deployment_id"]
     assert report["deployment_id"] == record_id and str(report["main_pid"]) == pid
+    # Its dependencies are the versions the inventory pins (sglang_router_dependency_pins: the mirror's wheels).
+    wheels = sorted(path.name for path in (SANDBOX / "mirror" / "router-wheels").glob("*.whl"))
+    pinned = sorted("%s==%s" % tuple(name.split("-")[:2]) for name in wheels if not name.startswith("sglang_router-"))
+    # The virtualenv of the router's deployment (its record names it).
+    venv = router_record["inputs"]["package_environment"]
+    assert venv.startswith("/opt/sglang-router/envs/0.3.2-"), venv
+    frozen = inside(ROUTER_HOST, venv + "/bin/pip", "freeze", "--all")
+    installed = dict(line.split("==", 1) for line in frozen.split() if "==" in line)
+    normal = dict((name.lower().replace("_", "-"), version) for name, version in installed.items())
+    assert pinned and all(normal.get(pin.split("==")[0].lower().replace("_", "-")) == pin.split("==")[1] for pin in pinned), (pinned, installed)
     status, listing = router_request("/workers")
     assert status == 200 and sorted(worker["url"] for worker in listing["workers"]) == ROUTER_WORKERS, listing
     assert all(worker["is_healthy"] for worker in listing["workers"]), listing

@@ -34,3 +34,18 @@ def test_flags_the_role_owns_are_refused_in_the_extra_flags(flag):
     # config: sglang-router-serve reads the key's credential file from the --config the launcher appends.
     failed = failed_conditions(sglang_router_extra_flags={flag: "x"})
     assert len(failed) == 1 and repr(flag) in failed[0]
+
+
+def test_dependency_pins_are_name_equals_version_and_join_the_install_request():
+    assert failed_conditions(sglang_router_dependency_pins=["fastapi==0.165.0", "pydantic_core==2.50.5", "uvicorn==0.55.0"]) == []
+    # An option, a path, a URL, a range or a bare name: pip would read each as something else than a pin.
+    for pin in ("--index-url=http://evil.example/simple", "./evil.whl", "https://evil.example/x.whl", "fastapi>=0.1",
+                "fastapi", "fastapi==0.165.0 --pre", "fastapi==0.165.0\n--trusted-host=x"):
+        failed = failed_conditions(sglang_router_dependency_pins=[pin])
+        assert len(failed) == 1 and "sglang_router_dependency_pins" in failed[0], (pin, failed)
+    variables = {"inventory_hostname": "r", "groups": {"sglang_servers": []}}
+    plain = render("{{ [_sglang_router_venv, _sglang_router_install_argv] }}", variables, ROUTER_VARS)
+    pinned = render("{{ [_sglang_router_venv, _sglang_router_install_argv] }}",
+                    dict(variables, sglang_router_dependency_pins=["fastapi==0.165.0"]), ROUTER_VARS)
+    assert pinned[1][1:] == plain[1][1:] + ["fastapi==0.165.0"]
+    assert pinned[0] != plain[0], "a new pin is a new install request: a new virtualenv beside the running one"
