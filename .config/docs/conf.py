@@ -37,6 +37,8 @@ ANSIBLE_DOCS = "https://docs.ansible.com/ansible/latest/"
 ANSIBLE_LABELS = {
     "common_return_values": "reference_appendices/common_return_values.html#common-return-values",
     "ansible_configuration_settings": "reference_appendices/config.html#ansible-configuration-settings",
+    # A module whose code is an action plugin (controller_report) notes "This module has a corresponding action plugin".
+    "action_plugins": "plugins/action.html#action-plugins",
 }
 
 
