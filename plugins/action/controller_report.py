@@ -39,7 +39,7 @@ class ActionModule(ActionBase):
             mode = int(args["mode"], 8)
         except ValueError:
             raise AnsibleActionFail("mode %r is not an octal number" % args["mode"]) from None
-        if mode & 0o7000 or mode > 0o777:
+        if mode > 0o777:
             raise AnsibleActionFail("mode %s may only hold permission bits" % args["mode"])
         try:
             atomic_file.atomic_write(path, args["content"].encode("utf-8"), mode)

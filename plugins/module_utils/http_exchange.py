@@ -34,7 +34,7 @@ def _read_bounded(response, max_bytes):
     """The whole body, at most ``max_bytes``; a body that ends before its Content-Length is an error, as read() says.
 
     read(amt) of http.client returns what arrived when the connection closes early, so the bytes still owed are
-    checked (``length`` of the HTTPResponse; an HTTPError carries it as ``fp``)."""
+    checked (``length`` of the HTTPResponse; an HTTPError hands attribute reads to its response)."""
     chunks = []
     total = 0
     while True:
@@ -45,7 +45,7 @@ def _read_bounded(response, max_bytes):
         total += len(chunk)
         if total > max_bytes:
             raise ExchangeError("the answer is larger than %d bytes" % max_bytes)
-    owed = getattr(getattr(response, "fp", None), "length", None) if not hasattr(response, "length") else response.length
+    owed = getattr(response, "length", None)
     if owed:
         raise ExchangeError("the answer ended %d bytes short of its Content-Length" % owed)
     return b"".join(chunks)

@@ -176,8 +176,8 @@ def read_state_file(path, first_line):
 
 def unit_state(module, unit):
     """What ``systemctl is-active`` prints for the unit ("active", "inactive", "failed", ...; "unknown" when nothing)."""
-    rc, stdout, stderr = module.run_command(["systemctl", "is-active", "--", unit], environ_update={"LC_ALL": "C"})
-    del rc  # is-active exits non-zero for every state but active; the printed state is the answer
+    # is-active exits non-zero for every state but active: the printed state is the answer, not the exit status.
+    _rc, stdout, stderr = module.run_command(["systemctl", "is-active", "--", unit], environ_update={"LC_ALL": "C"})
     return (stdout or stderr).strip().splitlines()[0] if (stdout or stderr).strip() else "unknown"
 
 

@@ -42,8 +42,8 @@ class Handler(BaseHTTPRequestHandler):
             self.answer(302, "moved", headers=[("Location", "/ok")])
         elif self.path == "/huge":
             self.answer(200, b"x" * 4096)
-        elif self.path == "/cut":
-            self.send_response(200)
+        elif self.path in ("/cut", "/cut-404"):
+            self.send_response(200 if self.path == "/cut" else 404)
             self.send_header("Content-Length", "1000")
             self.end_headers()
             self.wfile.write(b"only this much")
@@ -96,3 +96,9 @@ def test_refused_cut_short_and_oversized_answers_are_errors(server):
     with pytest.raises(http_exchange.ExchangeError, match="larger than 1024 bytes"):
         http_exchange.exchange(server + "/huge", max_body_bytes=1024)
     assert http_exchange.exchange(server + "/huge", max_body_bytes=4096)[0] == 200
+
+
+def test_an_error_status_cut_short_is_an_error_too(server):
+    # The length check reads through the HTTPError to its response.
+    with pytest.raises(http_exchange.ExchangeError, match="short of its Content-Length"):
+        http_exchange.exchange(server + "/cut-404", timeout=5)
