@@ -2,8 +2,9 @@
 # Copyright: llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What the integration tests against pve-sim share: its command line, the cached container template, and one running
-pve-sim (started on a free port with its own state dir, stopped with every container it realised)."""
+"""What the integration tests against pve-sim share: its command line, the cached container template, one running
+pve-sim (started on a free port with its own state dir, stopped with every container it realised), and a directory
+that an unprivileged container's root can reach."""
 from __future__ import annotations
 
 import contextlib
@@ -13,6 +14,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -128,6 +130,30 @@ def wait_task(api, upid, timeout=180.0):
             return status
         time.sleep(0.25)
     raise AssertionError("task %s still running after %ss" % (upid, timeout))
+
+
+def wait_system_running(sim, vmid, timeout=90.0):
+    """Wait for systemd in the container to finish booting; what ``systemctl is-system-running`` last answered
+    ("running" or "degraded" once booted; "starting" while it boots)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = sim.pct_exec(vmid, "systemctl", "is-system-running").stdout.strip()
+        if answer in ("running", "degraded") or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.5)
+
+
+@contextlib.contextmanager
+def searchable_directory(prefix):
+    """A new directory below /tmp that every user may search (0711), removed afterwards. LXC mounts an unprivileged
+    container's rootfs, device copies and mount points as the container's root (host uid 100000), so a state dir or a
+    mounted host directory must lie where that uid can reach it; pytest's tmp_path is below /tmp/pytest-of-root (0700)."""
+    path = pathlib.Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        path.chmod(0o711)
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @contextlib.contextmanager

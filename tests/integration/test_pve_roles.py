@@ -142,6 +142,10 @@ class Node:
             "pve_container_cores": 1,
             "pve_container_memory_mb": 512,
             "pve_container_net0": "",
+            # Privileged containers: only there does the devices cgroup keep an allow list (LXC's common.conf), so that
+            # a stale uvm allow line shows as EPERM inside. PVE makes an unprivileged container's devices cgroup a deny
+            # list that allows every device (pve-sim does too), where the passthrough would open whatever the lines say.
+            "pve_container_unprivileged": False,
             "pve_container_gpu_config_dir": str(self.state / "etc/pve/lxc"),
             "pve_container_gpu_lock_dir": str(self.root / "run/lock/lxc"),
             "pve_container_node_ssh_host": "127.0.0.1",

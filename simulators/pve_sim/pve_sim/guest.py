@@ -7,7 +7,9 @@
 one template share a host key.
 
 Files are written from the host into the rootfs; a symlink on the way is refused (PVE writes them in a
-protected_call, chrooted into the container, for the same reason: the rootfs belongs to the guest).
+protected_call, chrooted into the container, for the same reason: the rootfs belongs to the guest). They belong to the
+container's root: host uid/gid 0 in a privileged container, the id map's root (100000) in an unprivileged one, as
+PVE::LXC::Setup::Base's ct_reset_ownership/ct_make_path give them ``root_uid``/``root_gid``.
 """
 from __future__ import annotations
 
@@ -24,11 +26,13 @@ PVE_SECTION_END = "# --- END PVE ---\n"
 # PVE::LXC::Setup::Base::ssh_host_key_types_to_generate
 HOST_KEY_TYPES = (("rsa", "ssh_host_rsa_key"), ("ecdsa", "ssh_host_ecdsa_key"), ("ed25519", "ssh_host_ed25519_key"))
 _FINGERPRINT_RE = re.compile(r"^(?:(?:[0-9a-f]{2}:)+[0-9a-f]{2}|SHA256:[0-9a-z+/]{43})\s+", re.IGNORECASE)
+# (uid, gid) on the host of the container's root: a privileged container's.
+HOST_ROOT = (0, 0)
 
 
-def guest_path(rootfs, path, make_dirs=()):
+def guest_path(rootfs, path, make_dirs=(), owner=HOST_ROOT):
     """The host path of ``path`` inside the container; no component of it may be a symlink.
-    ``make_dirs``: {relative dir: mode} to create (root-owned) when missing."""
+    ``make_dirs``: {relative dir: mode} to create (owned by ``owner``, the container's root) when missing."""
     current = os.path.abspath(rootfs)
     parts = [part for part in path.strip("/").split("/") if part]
     for depth, part in enumerate(parts):
@@ -39,29 +43,35 @@ def guest_path(rootfs, path, make_dirs=()):
         if relative in dict(make_dirs) and not os.path.exists(current):
             os.mkdir(current, dict(make_dirs)[relative])
             os.chmod(current, dict(make_dirs)[relative])
-            _chown_root(current)
+            _chown(current, owner)
     return current
 
 
-def _chown_root(path):
+def _chown(path, owner):
     if os.geteuid() == 0:
-        os.chown(path, 0, 0, follow_symlinks=False)
+        os.chown(path, owner[0], owner[1], follow_symlinks=False)
 
 
-def _write_file(path, data, mode):
-    """Replace ``path`` with ``data`` (root-owned, ``mode``), never following a symlink at ``path``."""
+def _write_file(path, data, mode, owner=HOST_ROOT):
+    """Replace ``path`` with ``data`` (owned by ``owner``, ``mode``), never following a symlink at ``path``."""
     temporary = "%s.pve-sim.%d" % (path, os.getpid())
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             handle.write(data)
         os.chmod(temporary, mode)
-        _chown_root(temporary)
+        _chown(temporary, owner)
         os.replace(temporary, path)
     except BaseException:
         if os.path.lexists(temporary):
             os.unlink(temporary)
         raise
+
+
+def write_guest_file(rootfs, path, data, mode=0o644, owner=HOST_ROOT):
+    """``data`` as the file ``path`` inside the container (ct_file_set_contents: replaced, ``mode``, the container root's),
+    never through a symlink."""
+    _write_file(guest_path(rootfs, path), data, mode, owner)
 
 
 def merge_pve_section(old, data):
@@ -109,24 +119,25 @@ def validate_ssh_public_keys(keys):
     return None
 
 
-def write_authorized_keys(rootfs, keys):
-    """root's ~/.ssh/authorized_keys with ``keys`` in PVE's section: /root/.ssh 0700, the file 0600, both root's,
-    which is what sshd's StrictModes accepts."""
-    path = guest_path(rootfs, "/root/.ssh/authorized_keys", make_dirs={"root": 0o700, "root/.ssh": 0o700})
+def write_authorized_keys(rootfs, keys, owner=HOST_ROOT):
+    """root's ~/.ssh/authorized_keys with ``keys`` in PVE's section: /root/.ssh 0700, the file 0600, both owned by
+    the container's root (``owner`` on the host), which is what sshd's StrictModes accepts."""
+    path = guest_path(rootfs, "/root/.ssh/authorized_keys", make_dirs={"root": 0o700, "root/.ssh": 0o700}, owner=owner)
     directory = os.path.dirname(path)
     os.chmod(directory, 0o700)
-    _chown_root(directory)
+    _chown(directory, owner)
     old = None
     if os.path.isfile(path):
         with open(path, encoding="utf-8", errors="replace") as handle:
             old = handle.read()
-    _write_file(path, merge_pve_section(old, keys), 0o600)
+    _write_file(path, merge_pve_section(old, keys), 0o600, owner)
     return path
 
 
-def rewrite_ssh_host_keys(rootfs, hostname, log):
+def rewrite_ssh_host_keys(rootfs, hostname, log, owner=HOST_ROOT):
     """New rsa, ecdsa and ed25519 host keys for this container (comment root@<hostname>), written over whatever the
-    template had, when the rootfs has /etc/ssh (PVE does nothing otherwise). Returns the public key lines."""
+    template had, when the rootfs has /etc/ssh (PVE does nothing otherwise), owned by the container's root (``owner``
+    on the host). Returns the public key lines."""
     ssh_dir = guest_path(rootfs, "/etc/ssh")
     if not os.path.isdir(ssh_dir):
         return []
@@ -149,8 +160,8 @@ def rewrite_ssh_host_keys(rootfs, hostname, log):
                 private = handle.read()
             with open(file + ".pub", encoding="ascii") as handle:
                 public = handle.read()
-            _write_file(guest_path(rootfs, "/etc/ssh/" + basename), private, 0o600)
-            _write_file(guest_path(rootfs, "/etc/ssh/%s.pub" % basename), public, 0o644)
+            _write_file(guest_path(rootfs, "/etc/ssh/" + basename), private, 0o600, owner)
+            _write_file(guest_path(rootfs, "/etc/ssh/%s.pub" % basename), public, 0o644, owner)
             public_keys.append(public.strip())
     finally:
         shutil.rmtree(work, ignore_errors=True)

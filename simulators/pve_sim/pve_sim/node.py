@@ -20,7 +20,7 @@ import shutil
 import threading
 import time
 
-from pve_sim import PVE_RELEASE, PVE_REPOID, PVE_VERSION, guest, mounts, schema
+from pve_sim import PVE_RELEASE, PVE_REPOID, PVE_VERSION, guest, idmap, mounts, schema
 from pve_sim.auth import PermissionDenied
 from pve_sim.configfile import ConfigMissing, api_view, load, write_atomic
 from pve_sim.pct_config import parse_device, render_new
@@ -329,19 +329,22 @@ class Node:
         # create_and_lock_config: the config exists (locked) while the task runs.
         write_atomic(self.config_dir, vmid, render_new({"lock": "create"}))
 
+        # The API takes no raw lxc.* keys, so a new container has the default map or none.
+        id_map, root_uid, root_gid = idmap.parse_id_maps(unprivileged)
+
         def work(task):
             rootfs = self.rootfs_path(options_out, vmid)
             try:
                 # Where PVE allocates the mount points' volumes.
                 for key in mounts.mount_point_keys(options_out):
                     mounts.check_supported(key, options_out[key])
-                self.runtime.extract(vmid, template, rootfs, task)
+                self.runtime.extract(vmid, template, rootfs, task, id_map)
                 if password:
                     task.log("setting root password (not applied by pve-sim)")
-                # PVE::LXC::Setup::post_create_hook
+                # PVE::LXC::Setup::post_create_hook, as the container's root
                 if ssh_keys:
-                    guest.write_authorized_keys(rootfs, ssh_keys)
-                guest.rewrite_ssh_host_keys(rootfs, options_out["hostname"], task.log)
+                    guest.write_authorized_keys(rootfs, ssh_keys, (root_uid, root_gid))
+                guest.rewrite_ssh_host_keys(rootfs, options_out["hostname"], task.log, (root_uid, root_gid))
                 with self.config_lock(vmid):
                     write_atomic(self.config_dir, vmid, render_new(options_out, description))
             except Exception as error:  # pylint: disable=broad-except

@@ -6,17 +6,23 @@
 
 Both runtimes do the checks PVE does when it extracts a template and starts a container (template
 readable, device nodes present), so a broken container fails its task the same way in both.
+
+An unprivileged container (``unprivileged: 1`` or a raw ``lxc.idmap`` line) runs as PVE runs it: in a user namespace
+with the id map (container uid 0 = host uid 100000), its rootfs owned by the mapped ids (idmap.py), and the devices
+cgroup turned into a deny list that allows everything. ``dev[n]`` nodes are passed in both kinds of container as PVE's
+prestart and autodev hooks pass them: a copy of the host node made with the entry's mode, uid and gid, bind-mounted.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
 import time
 
-from pve_sim import mounts, network, schema
+from pve_sim import guest, idmap, mounts, network, schema
 from pve_sim.tasks import TaskFailed
 
 _MAGIC = {b"\x28\xb5\x2f\xfd": "zstd", b"\x1f\x8b": "gzip", b"\xfd7zXZ": "xz"}
@@ -60,9 +66,12 @@ class NullRuntime:
         self.state_dir = state_dir
         self.started = {}
 
-    def extract(self, vmid, template, rootfs, task):
+    def extract(self, vmid, template, rootfs, task, id_map=()):
+        """Unpack ``template`` into ``rootfs`` (here: only check it) owned by the ids of ``id_map`` (none: privileged)."""
         compression = template_compression(template)
         os.makedirs(rootfs, exist_ok=True)
+        if os.geteuid() == 0:
+            idmap.shift_rootfs(rootfs, id_map)
         task.log("extracting archive '%s'" % template)
         task.log("Total bytes read: %d (%s compressed archive, not unpacked: --no-lxc)" % (os.path.getsize(template), compression))
         task.log("Detected container architecture: amd64")
@@ -116,7 +125,7 @@ class LxcRuntime(NullRuntime):
         argv = [command, "-P", self.lxcpath, "-n", self.container_name(vmid)] + list(args)
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
 
-    def extract(self, vmid, template, rootfs, task):
+    def extract(self, vmid, template, rootfs, task, id_map=()):
         compression = template_compression(template)
         os.makedirs(rootfs, exist_ok=True)
         task.log("extracting archive '%s'" % template)
@@ -127,21 +136,71 @@ class LxcRuntime(NullRuntime):
             task.log(line)
         if result.returncode != 0:
             raise TaskFailed("command 'tar xpf %s' failed: exit code %d" % (template, result.returncode))
+        if id_map:
+            # PVE's tar runs in the container's user namespace (restore_tar_archive_command): the same owners, afterwards.
+            started = time.monotonic()
+            count = idmap.shift_rootfs(rootfs, id_map)
+            task.log("shifted the owners of %d files into the id map (%s) in %.1f s"
+                     % (count, ", ".join("%s %d %d %d" % entry for entry in id_map), time.monotonic() - started))
         task.log("Detected container architecture: amd64")
 
     def setup_guest(self, vmid, config, rootfs):
-        """What PVE::LXC::Setup does at start that matters here: hostname and /etc/hosts."""
+        """What PVE::LXC::Setup does at start that matters here: hostname and /etc/hosts, the container root's files,
+        never written through a symlink."""
         hostname = config.get("hostname") or "CT%d" % int(vmid)
-        etc = os.path.join(rootfs, "etc")
-        if os.path.isdir(etc):
-            with open(os.path.join(etc, "hostname"), "w", encoding="utf-8") as handle:
-                handle.write(hostname + "\n")
-            with open(os.path.join(etc, "hosts"), "w", encoding="utf-8") as handle:
-                handle.write("127.0.0.1 localhost\n127.0.1.1 %s\n::1 localhost ip6-localhost ip6-loopback\n" % hostname)
+        _id_map, root_uid, root_gid = idmap.config_id_maps(config)
+        if os.path.isdir(guest.guest_path(rootfs, "/etc")):
+            guest.write_guest_file(rootfs, "/etc/hostname", hostname + "\n", 0o644, (root_uid, root_gid))
+            guest.write_guest_file(rootfs, "/etc/hosts", "127.0.0.1 localhost\n127.0.1.1 %s\n::1 localhost ip6-localhost ip6-loopback\n"
+                                   % hostname, 0o644, (root_uid, root_gid))
+
+    def upgrade_rootfs(self, vmid, config, rootfs, task):
+        """An unprivileged container made by a pve-sim that still ran every container privileged has a rootfs owned
+        by host root, which its root (host uid 100000) could not use: shift it into the map now, once (a node never
+        has such a rootfs; this keeps older state dirs working). An interrupted shift is taken up again at the next
+        start: the rootfs directory itself changes owner last."""
+        id_map, root_uid, root_gid = idmap.config_id_maps(config)
+        if not id_map or (root_uid, root_gid) == (0, 0):
+            return
+        info = os.lstat(rootfs)
+        if (info.st_uid, info.st_gid) != (0, 0):
+            return
+        task.log("the rootfs of CT %d belongs to host root (made by an older pve-sim): shifting it into the id map" % int(vmid))
+        count = idmap.shift_rootfs(rootfs, id_map, resume=True)
+        task.log("shifted the owners of %d files" % count)
+
+    def passthrough_dir(self, vmid):
+        """Where the copies of the dev[n] nodes are made (PVE: /var/lib/lxc/<vmid>/passthrough)."""
+        return os.path.join(self.lxcpath, self.container_name(vmid), "passthrough")
+
+    def make_passthrough_nodes(self, vmid, config):
+        """PVE's prestart hook: a fresh passthrough directory (PVE mounts a new tmpfs there at each start) with a copy
+        of each dev[n] node; returns their paths."""
+        base = self.passthrough_dir(vmid)
+        shutil.rmtree(base, ignore_errors=True)
+        id_map = idmap.config_id_maps(config)[0]
+        return [create_passthrough_node(base, device, id_map) for device in config.devices()]
+
+    def check_reachable(self, vmid, config, rootfs, copies):
+        """An unprivileged container's root must be able to reach what LXC mounts for it (see idmap.unreachable):
+        the rootfs, the device copies and the bind mount points' host directories. On a node these live in
+        /var/lib and PVE mounts the mount points as host root, so PVE has no such message."""
+        if not idmap.is_unprivileged(config):
+            return
+        _id_map, root_uid, root_gid = idmap.config_id_maps(config)
+        paths = [rootfs] + list(copies)
+        paths += [mounts.parse(key, config.get(key))["volume"] for key in mounts.mount_point_keys(config.keys())]
+        blocked = idmap.unreachable(paths, root_uid, root_gid)
+        for path in paths:
+            if path in blocked:
+                raise TaskFailed("unprivileged CT %d: its root (host uid %d) cannot reach %s: %s is not searchable for it (LXC "
+                                 "mounts it from inside the container's user namespace); give that directory o+x or use another "
+                                 "place" % (int(vmid), root_uid, path, blocked[path]))
 
     def lxc_config(self, vmid, config, rootfs):
         """The LXC config a PVE node would generate (update_lxc_config), for this host's cgroup version."""
-        return render_lxc_config(vmid, config, rootfs, self.cgroup_version, cpu_load=self.cpu_load(vmid))
+        return render_lxc_config(vmid, config, rootfs, self.cgroup_version, cpu_load=self.cpu_load(vmid),
+                                 passthrough_dir=self.passthrough_dir(vmid))
 
     def cpu_load(self, vmid):
         """How many of the other running containers of this node use each CPU (from their configs' cpuset)."""
@@ -180,7 +239,10 @@ class LxcRuntime(NullRuntime):
         text = self.lxc_config(vmid, config, rootfs)
         with open(os.path.join(directory, "config"), "w", encoding="utf-8") as handle:
             handle.write(text)
+        self.upgrade_rootfs(vmid, config, rootfs, task)
         self.setup_guest(vmid, config, rootfs)
+        copies = self.make_passthrough_nodes(vmid, config)
+        self.check_reachable(vmid, config, rootfs, copies)
         log_file = os.path.join(directory, "start.log")
         result = self._lxc("lxc-start", vmid, "-d", "-l", "INFO", "-o", log_file)
         if result.returncode != 0 or not self._wait_state(vmid, "RUNNING", 30):
@@ -281,18 +343,71 @@ def _cpuset(cores, cpu_load=None):
     return ",".join(ranges)
 
 
+def passthrough_copy(base, path):
+    """Where the copy of device ``path`` is made below the passthrough directory ``base`` (PVE: $passthrough_dir . $path)."""
+    return os.path.join(base, path.lstrip("/"))
+
+
+def create_passthrough_node(base, device, id_map):
+    """PVE::LXC::create_passthrough_device_node: mknod a node of the same type and major:minor as the host's, chmod to
+    the entry's ``mode`` (default 0660), chown to its ``uid``/``gid`` (default 0) mapped through the id map."""
+    if re.search(r"/\.\.?(?:/|$)", device.path) or not device.path.startswith("/dev/"):
+        raise TaskFailed("%s: %s is not a valid device path" % (device.key, device.path))
+    try:
+        info = os.stat(device.path)
+    except OSError:
+        raise TaskFailed("Could not get mode or device ID of %s" % device.path) from None
+    target = passthrough_copy(base, device.path)
+    # The directories down to it: searchable by everyone, so that an unprivileged container's root reaches the copy.
+    current = os.path.dirname(base)
+    for part in os.path.relpath(os.path.dirname(target), current).split(os.sep):
+        current = os.path.join(current, part)
+        if not os.path.isdir(current):
+            os.mkdir(current)
+            os.chmod(current, 0o755)
+    try:
+        os.mknod(target, stat.S_IFMT(info.st_mode) | 0o600, info.st_rdev)
+    except OSError as error:
+        raise TaskFailed("failed to mknod %s: %s" % (target, error.strerror)) from None
+    # chmod: umask could mess with the mode mknod got (as PVE says).
+    os.chmod(target, int(device.mode, 8) if device.mode else 0o660)
+    os.chown(target, idmap.map_to_host(device.uid or 0, id_map, "u"), idmap.map_to_host(device.gid or 0, id_map, "g"))
+    return target
+
+
 def render_lxc_config(vmid, config, rootfs, cgroup_version, bridge_mtu=network.read_bridge_mtu, is_directory=os.path.isdir,
-                      cpu_load=None):
-    """PVE's update_lxc_config, reduced to what this host can run: privileged; netN on the node's bridges (or
-    loopback only without netN); bind mount points. ``bridge_mtu``/``is_directory`` look at the host (tests pass their own).
+                      cpu_load=None, passthrough_dir=None):
+    """PVE's update_lxc_config, reduced to what this host can run: privileged or unprivileged (user namespace with
+    PVE's id map, deny-list devices cgroup); netN on the node's bridges (or loopback only without netN); bind mount
+    points; dev[n] as bind mounts of the copies below ``passthrough_dir`` (default PVE's /var/lib/lxc/<vmid>/passthrough).
+    ``bridge_mtu``/``is_directory`` look at the host (tests pass their own).
     ``cpu_load``: how many other running containers use each CPU (index = CPU number), for the cpuset of ``cores``."""
     prefix = "lxc.cgroup2." if cgroup_version == 2 else "lxc.cgroup."
+    passthrough_dir = passthrough_dir or "/var/lib/lxc/%d/passthrough" % int(vmid)
+    unprivileged = idmap.is_unprivileged(config)
     lines = [
         "# generated by pve-sim from the PVE config of CT %d; do not edit" % int(vmid),
         "lxc.include = /usr/share/lxc/config/common.conf",
+    ]
+    if unprivileged:
+        # LXC's userns.conf, then what it includes on a node from userns.conf.d: PVE's 01-pve.conf (src/lxc-pve-userns.conf)
+        # resets the devices cgroup and makes it a deny list that allows everything. What a container may open is then
+        # decided by the nodes it has and their owners and modes.
+        lines += [
+            "lxc.include = /usr/share/lxc/config/userns.conf",
+            "%sdevices.deny =" % prefix,
+            "%sdevices.allow =" % prefix,
+            "%sdevices.allow = a" % prefix,
+        ]
+    lines += [
         "lxc.arch = %s" % (config.get("arch") or "amd64"),
         "lxc.apparmor.profile = unconfined",
         "lxc.mount.auto = proc:mixed sys:mixed cgroup:mixed",
+    ]
+    if unprivileged:
+        # update_lxc_config: userns.conf says sys:rw, which does not play well with systemd.
+        lines.append("lxc.mount.auto = sys:mixed")
+    lines += [
         "lxc.rootfs.path = dir:%s" % rootfs,
         "lxc.uts.name = %s" % (config.get("hostname") or "CT%d" % int(vmid)),
         "lxc.tty.max = %s" % (config.get("tty") or "2"),
@@ -319,8 +434,14 @@ def render_lxc_config(vmid, config, rootfs, cgroup_version, bridge_mtu=network.r
         lines.append("%sdevices.allow = %s %d:%d %s" % (prefix, kind, major, minor, "r" if device.deny_write else "rw"))
         if device.deny_write:
             lines.append("%sdevices.deny = %s %d:%d w" % (prefix, kind, major, minor))
-        # PVE mknods the node inside at start (hook); binding the host node gives the same major:minor.
-        lines.append("lxc.mount.entry = %s %s none bind,optional,create=file 0 0" % (device.path, device.path.lstrip("/")))
+        # PVE's autodev hook bind-mounts the prestart hook's copy (create_passthrough_node) at the same path inside.
+        copy = passthrough_copy(passthrough_dir, device.path)
+        lines.append("lxc.mount.entry = %s %s none bind,create=file 0 0" % (mounts.fstab_escape(copy), mounts.fstab_escape(device.path.lstrip("/"))))
+    if unprivileged and not idmap.has_custom_id_map(config):
+        lines += ["lxc.idmap = %s %d %d %d" % entry for entry in idmap.DEFAULT_ID_MAP]
+    if not schema.parse_boolean(config.get("console") or "1"):
+        # has_dev_console: no /dev/console for the container.
+        lines += ["lxc.console.path = none", "%sdevices.deny = c 5:1 rwm" % prefix]
     for entry in config.lxc_entries():
         translated = translate_raw(entry.key, entry.value, cgroup_version)
         if translated is None:

@@ -199,6 +199,10 @@ def test_create_writes_pve_config_and_update_checks_the_digest(sim):
     text = sim.config_text(201)
     assert text.startswith("#GPU container\n#for SGLang\narch: amd64\ncores: 2\n")
     assert "rootfs: local:201/subvol-201-disk-0.subvol,size=4G\n" in text and "unprivileged: 1\n" in text
+    if os.geteuid() == 0:
+        # unprivileged, the API's default: the rootfs belongs to the container's root, host uid/gid 100000 (the id map).
+        rootfs = os.stat(os.path.join(sim.state_dir, "var", "lib", "vz", "images", "201", "subvol-201-disk-0.subvol"))
+        assert (rootfs.st_uid, rootfs.st_gid) == (100000, 100000)
     config = api.nodes("pve").lxc(201).config.get()
     assert (config["cores"], config["memory"], config["hostname"], config["description"]) == (2, 1024, "ct201", "GPU container\nfor SGLang\n")
     digest = config["digest"]

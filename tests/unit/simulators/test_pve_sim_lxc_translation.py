@@ -17,7 +17,7 @@ SIM_SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..",
 if SIM_SOURCE not in sys.path:
     sys.path.insert(0, SIM_SOURCE)
 
-from pve_sim import configfile, pct_config  # noqa: E402  pylint: disable=wrong-import-position
+from pve_sim import configfile, idmap, pct_config  # noqa: E402  pylint: disable=wrong-import-position
 from pve_sim.gpu_kit import create_kit, write_node_programs  # noqa: E402  pylint: disable=wrong-import-position
 from pve_sim import runtime as runtime_module  # noqa: E402  pylint: disable=wrong-import-position
 from pve_sim.runtime import TaskFailed, parse_cpuset, render_lxc_config, translate_raw  # noqa: E402  pylint: disable=wrong-import-position
@@ -55,12 +55,72 @@ def test_cgroup_v1_host_gets_v1_keys_for_limits_devices_and_raw_lines():
     assert "lxc.cgroup.devices.allow = c %d:%d r" % (os.major(null), os.minor(null)) in lines
     assert "lxc.cgroup.devices.deny = c %d:%d w" % (os.major(null), os.minor(null)) in lines
     assert "lxc.cgroup.devices.allow = c %d:%d rw" % (os.major(zero), os.minor(zero)) in lines
-    assert "lxc.mount.entry = /dev/zero dev/zero none bind,optional,create=file 0 0" in lines
+    # dev[n]: the copy PVE's prestart hook makes below the passthrough directory, not the host node.
+    assert "lxc.mount.entry = /var/lib/lxc/120/passthrough/dev/zero dev/zero none bind,create=file 0 0" in lines
+    assert not [line for line in lines if line.startswith("lxc.mount.entry = /dev/zero ")]
     assert lines.count("lxc.cgroup.devices.allow = c 195:* rwm") == 1 and "lxc.cgroup.devices.allow = c 508:* rwm" in lines
     assert "# dropped (no equivalent on cgroup v1): lxc.cgroup2.cpu.weight = 50" in lines
     assert "lxc.mount.entry = /dev/nvidia0 dev/nvidia0 none bind,optional,create=file" in lines
     assert "lxc.cgroup.cpuset.cpus = 0" in lines and "lxc.uts.name = gpu1" in lines and "lxc.rootfs.path = dir:/r" in lines
     assert not [line for line in lines if line.startswith("lxc.cgroup2.")]
+
+
+# What only an unprivileged container gets (update_lxc_config, PVE's userns.conf.d/01-pve.conf).
+USERNS_V1 = ["lxc.include = /usr/share/lxc/config/userns.conf", "lxc.cgroup.devices.deny =", "lxc.cgroup.devices.allow =",
+             "lxc.cgroup.devices.allow = a"]
+DEFAULT_IDMAP = ["lxc.idmap = u 0 100000 65536", "lxc.idmap = g 0 100000 65536"]
+
+
+def test_a_privileged_container_keeps_the_allow_list_of_common_conf_and_no_id_map():
+    for text in (CONFIG, CONFIG + "unprivileged: 0\n"):
+        lines = render_lxc_config(120, pct_config.parse(text), "/r", 1).splitlines()
+        assert lines[1] == "lxc.include = /usr/share/lxc/config/common.conf"
+        assert not set(USERNS_V1 + DEFAULT_IDMAP + ["lxc.mount.auto = sys:mixed"]) & set(lines)
+        assert not [line for line in lines if line.startswith("lxc.idmap")]
+
+
+def test_an_unprivileged_container_gets_the_id_map_and_a_deny_list_devices_cgroup():
+    config = pct_config.parse(CONFIG + "unprivileged: 1\n")
+    lines = render_lxc_config(120, config, "/r", 1, passthrough_dir="/s/lxc/pvesimab12cd-120/passthrough").splitlines()
+    # userns.conf right after common.conf, then the reset and "allow everything" of PVE's 01-pve.conf.
+    assert lines[1:6] == ["lxc.include = /usr/share/lxc/config/common.conf"] + USERNS_V1
+    assert "lxc.mount.auto = sys:mixed" in lines
+    assert [line for line in lines if line.startswith("lxc.idmap")] == DEFAULT_IDMAP
+    # update_lxc_config's own lines for dev[n] still follow the reset (a deny-write still denies writing).
+    null = os.stat("/dev/null").st_rdev
+    deny_write = "lxc.cgroup.devices.deny = c %d:%d w" % (os.major(null), os.minor(null))
+    assert lines.index(deny_write) > lines.index("lxc.cgroup.devices.allow = a")
+    assert "lxc.mount.entry = /s/lxc/pvesimab12cd-120/passthrough/dev/null dev/null none bind,create=file 0 0" in lines
+    assert "lxc.mount.entry = /s/lxc/pvesimab12cd-120/passthrough/dev/zero dev/zero none bind,create=file 0 0" in lines
+    # Raw lines as they are (the GPU "raw" style binds the host node itself).
+    assert "lxc.mount.entry = /dev/nvidia0 dev/nvidia0 none bind,optional,create=file" in lines
+    v2 = render_lxc_config(120, config, "/r", 2).splitlines()
+    assert v2[2:6] == ["lxc.include = /usr/share/lxc/config/userns.conf", "lxc.cgroup2.devices.deny =", "lxc.cgroup2.devices.allow =",
+                       "lxc.cgroup2.devices.allow = a"]
+
+
+def test_a_raw_lxc_idmap_line_is_a_custom_map_that_replaces_the_default():
+    custom = "lxc.idmap: u 0 200000 65536\nlxc.idmap: g 0 200000 65536\n"
+    for flag in ("unprivileged: 1\n", "unprivileged: 0\n"):
+        # A custom map makes the container unprivileged even without the flag ($conf->{unprivileged} || $custom_idmap).
+        config = pct_config.parse(CONFIG + flag + custom)
+        lines = render_lxc_config(120, config, "/r", 1).splitlines()
+        assert [line for line in lines if line.startswith("lxc.idmap")] == ["lxc.idmap = u 0 200000 65536", "lxc.idmap = g 0 200000 65536"]
+        assert set(USERNS_V1) <= set(lines)
+        id_map, root_uid, root_gid = idmap.config_id_maps(config)
+        assert (root_uid, root_gid) == (200000, 200000) and idmap.map_to_host(44, id_map, "g") == 200044
+    privileged = idmap.config_id_maps(pct_config.parse(CONFIG))
+    assert privileged == ([], 0, 0) and idmap.map_to_host(44, privileged[0], "g") == 44
+    assert idmap.map_to_host(70000, list(idmap.DEFAULT_ID_MAP), "u") == 70000  # outside the map: unmapped, as PVE leaves it
+    with pytest.raises(TaskFailed, match="^failed to parse idmap: u 0 100000$"):
+        idmap.config_id_maps(pct_config.parse("lxc.idmap: u 0 100000\n"))
+
+
+def test_a_container_without_console_gets_no_dev_console():
+    lines = render_lxc_config(120, pct_config.parse("console: 0\nunprivileged: 1\n"), "/r", 1).splitlines()
+    assert "lxc.console.path = none" in lines
+    assert lines.index("lxc.cgroup.devices.deny = c 5:1 rwm") > lines.index("lxc.cgroup.devices.allow = a")
+    assert "lxc.console.path = none" not in render_lxc_config(120, pct_config.parse("console: 1\n"), "/r", 1).splitlines()
 
 
 def test_cgroup_v2_host_keeps_v2_keys_and_translates_v1_ones():
