@@ -6,7 +6,8 @@
 """Build the sandbox's local mirror: what a real lab serves from an NFS/HTTP mirror, made of the stand-ins.
 
 Usage: scripts/sandbox-mirror.py OUTDIR [--driver-version 580.95.05] [--cuda-version 13.0]
-       [--gpus 2] [--proc-version-path /proc/driver/nvidia/version] [--mount-point /srv/llmops-mirror]
+       [--proc-version-path /proc/driver/nvidia/version] [--ledger-dir /srv/host-gpu-memory-ledger]
+       [--mount-point /srv/llmops-mirror]
        [--router-wheels DIR]
 
 OUTDIR/nvidia/NVIDIA-Linux-x86_64-<driver>.run   stand-in installer (simulators/standins/nvidia_installer)
@@ -23,7 +24,8 @@ OUTDIR/router-wheels/                            with --router-wheels: the real 
 OUTDIR/MANIFEST.json                             every file's sha256 and size, the options and the inputs' digest
 
 The containers see OUTDIR read-only at --mount-point, which is baked into the cuda-keyring's sources list, and the
-installer's nvidia-smi reads the kernel module version from --proc-version-path. Runs on the controller (Debian 12:
+installer's nvidia-smi reads the kernel module version (and the GPUs beside it) from --proc-version-path and the
+node's GPU memory from --ledger-dir. Runs on the controller (Debian 12:
 dpkg-deb) with the project's .venv first on PATH, or as .venv/bin/python scripts/sandbox-mirror.py: pip is the running
 interpreter's and builds with isolation (setuptools comes from the package index). A run whose inputs (the stand-in
 sources, this script, the options) have the digest recorded in an intact OUTDIR/MANIFEST.json does nothing and says so.
@@ -49,6 +51,8 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STANDINS = os.path.join("simulators", "standins")
 INSTALLER_GENERATOR = os.path.join(STANDINS, "nvidia_installer", "make-installer.py")
+# The driver stand-in the installer puts into the containers.
+DRIVER_STANDIN = os.path.join(STANDINS, "nvidia_driver", "nvidia_standin.py")
 REPO_BUILDER = os.path.join(STANDINS, "cuda_repo", "build-standin-repo.py")
 SGLANG_STANDIN = os.path.join(STANDINS, "sglang_standin")
 WHEEL_SOURCES = [os.path.join("simulators", "sglang_sim"), SGLANG_STANDIN]
@@ -62,7 +66,7 @@ FAULTY_SGLANG_RELEASES = [
 MODEL = "Qwen3.6-27B"
 MODEL_SOURCE = os.path.join(STANDINS, "models", MODEL)
 # Everything whose change changes the mirror (this script is added by input_files()).
-INPUT_PATHS = [INSTALLER_GENERATOR, REPO_BUILDER, MODEL_SOURCE] + WHEEL_SOURCES
+INPUT_PATHS = [INSTALLER_GENERATOR, DRIVER_STANDIN, REPO_BUILDER, MODEL_SOURCE] + WHEEL_SOURCES
 # Build outputs pip/setuptools leave in source trees; they are not inputs.
 IGNORED_DIRS = {"build", "dist", "__pycache__"}
 IGNORED_SUFFIXES = (".pyc", ".egg-info")
@@ -201,7 +205,7 @@ def build_installer(tmp, options, env):
     out = os.path.join(tmp, "nvidia", f"NVIDIA-Linux-x86_64-{options['driver_version']}.run")
     run("build the NVIDIA installer stand-in",
         [sys.executable, os.path.join(ROOT, INSTALLER_GENERATOR), "--version", options["driver_version"], "--out", out,
-         "--gpus", str(options["gpus"]), "--proc-version-path", options["proc_version_path"]], env)
+         "--proc-version-path", options["proc_version_path"], "--ledger-dir", options["ledger_dir"]], env)
 
 
 def build_cuda_repo(tmp, options, env):
@@ -355,9 +359,10 @@ def parse_args(argv):
     parser.add_argument("outdir", metavar="OUTDIR")
     parser.add_argument("--driver-version", default="580.95.05", help="host kernel module version the installer matches")
     parser.add_argument("--cuda-version", default="13.0", help="toolkit release (MAJOR.MINOR) the repository must offer")
-    parser.add_argument("--gpus", type=int, default=2, help="GPUs the stand-in nvidia-smi lists")
     parser.add_argument("--proc-version-path", default="/proc/driver/nvidia/version",
                         help="kernel module version file inside the containers (nvidia_userspace_proc_version_path)")
+    parser.add_argument("--ledger-dir", default="/srv/host-gpu-memory-ledger",
+                        help="the node's GPU memory ledger inside the containers (where pve-sim shows the GPU kit's)")
     parser.add_argument("--mount-point", default="/srv/llmops-mirror", help="where the containers see OUTDIR")
     parser.add_argument("--router-wheels", metavar="DIR", help="directory of the sglang-router wheels to serve")
     args = parser.parse_args(argv)
@@ -373,8 +378,8 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     outdir = os.path.abspath(args.outdir)
-    options = {"driver_version": args.driver_version, "cuda_version": args.cuda_version, "gpus": args.gpus,
-               "proc_version_path": args.proc_version_path, "mount_point": args.mount_point,
+    options = {"driver_version": args.driver_version, "cuda_version": args.cuda_version,
+               "proc_version_path": args.proc_version_path, "ledger_dir": args.ledger_dir, "mount_point": args.mount_point,
                "router_wheels": bool(args.router_wheels)}
     try:
         digest = input_digest(input_files(ROOT, INPUT_PATHS, os.path.abspath(__file__)) + router_wheel_inputs(args.router_wheels),

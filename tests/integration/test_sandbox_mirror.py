@@ -39,9 +39,9 @@ def load(relative, name):
 mirror = load("scripts/sandbox-mirror.py", "sandbox_mirror")
 
 
-def embedded_nvidia_smi(installer_text):
-    """The nvidia-smi the installer writes (its here-document)."""
-    return re.search(r"<<'SMI'\n(.*?)\nSMI\n", installer_text, re.S).group(1) + "\n"
+def embedded_driver_config(installer_text):
+    """The driver.json the installer writes (its here-document): where the installed stand-in looks."""
+    return json.loads(re.search(r"<<'DRIVER_JSON'\n(.*?)\nDRIVER_JSON\n", installer_text, re.S).group(1))
 
 
 def deb_file(deb, member):
@@ -79,7 +79,8 @@ def test_build_the_layout_then_a_second_run_does_nothing(tmp_path, capsys):
 
     # The pieces point where the roles will look.
     run_file = pathlib.Path(outdir, "nvidia/NVIDIA-Linux-x86_64-580.95.05.run").read_text(encoding="utf-8")
-    assert " /srv/gpu-kit/proc/driver/nvidia/version)" in embedded_nvidia_smi(run_file)
+    config = embedded_driver_config(run_file)
+    assert (config["proc_dir"], config["ledger_dir"]) == ("/srv/gpu-kit/proc/driver/nvidia", "/srv/host-gpu-memory-ledger")
     assert deb_file(os.path.join(outdir, "cuda/cuda-keyring_1.1-1_all.deb"),
                     "./etc/apt/sources.list.d/cuda-debian12-x86_64.list") == "deb [trusted=yes] file:///srv/llmops-mirror/cuda/ /\n"
     packages = pathlib.Path(outdir, "cuda/Packages").read_text(encoding="utf-8")

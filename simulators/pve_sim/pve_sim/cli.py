@@ -121,7 +121,7 @@ def cmd_serve(args):
             return 2
     AuthStore.initialise(state_dir, args.root_password)
     _seed_templates(state_dir, args.template_cache or os.environ.get("PVE_SIM_TEMPLATE_CACHE"))
-    runtime = NullRuntime(state_dir) if args.no_lxc else LxcRuntime(state_dir)
+    runtime = NullRuntime(state_dir) if args.no_lxc else LxcRuntime(state_dir, args.gpu_kit and os.path.abspath(args.gpu_kit))
     node = Node(state_dir, args.node, runtime)
     cert, key, fingerprint = ensure_certificate(state_dir, args.node)
     node.fingerprint = fingerprint
@@ -185,6 +185,8 @@ def cmd_start(args):
         command += ["--root-password", args.root_password]
     for bridge in args.bridge or ():
         command += ["--bridge", bridge]
+    if args.gpu_kit:
+        command += ["--gpu-kit", os.path.abspath(args.gpu_kit)]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.pathsep + env.get("PYTHONPATH", "")
     endpoint = os.path.join(state_dir, "endpoint.json")
@@ -256,7 +258,11 @@ def cmd_status(args):
 
 
 def cmd_gpu_kit(args):
-    from pve_sim.gpu_kit import create_kit, write_node_programs  # pylint: disable=import-outside-toplevel
+    from pve_sim.gpu_kit import create_kit, remove_kit, write_node_programs  # pylint: disable=import-outside-toplevel
+
+    if args.remove:
+        print(json.dumps({"removed": remove_kit(os.path.abspath(args.root))}, indent=2))
+        return 0
 
     dev_dir = args.dev_dir
     if args.real_dev and not dev_dir:
@@ -264,6 +270,14 @@ def cmd_gpu_kit(args):
     real = dev_dir and (os.path.realpath(dev_dir) + "/").startswith("/dev/")
     if real and not args.real_dev:
         sys.stderr.write("pve-sim: refusing to create nodes in the real /dev without --real-dev\n")
+        return 2
+    if real and os.path.realpath(dev_dir) == "/dev" and os.path.exists("/proc/driver/nvidia/version"):
+        # The kit replaces /dev/nvidia* (and removes surplus ones): never on a machine with a real NVIDIA driver.
+        sys.stderr.write("pve-sim: this machine has an NVIDIA driver loaded (/proc/driver/nvidia/version); the GPU kit would "
+                         "replace its /dev/nvidia* nodes: give the kit a --dev-dir of its own below /dev\n")
+        return 2
+    if args.uvm_major is None:
+        sys.stderr.write("pve-sim: gpu-kit needs --uvm-major\n")
         return 2
     result = create_kit(os.path.abspath(args.root), args.uvm_major, args.gpus, args.driver_version, dev_dir and os.path.abspath(dev_dir))
     if args.node_root:
@@ -370,6 +384,10 @@ def build_parser():
         command.add_argument("--bridge", action="append", metavar="NAME=GATEWAY/PREFIX",
                              help="the node's bridge (a vmbr), e.g. llmsbx0=10.213.0.1/24: created with that address unless it exists, "
                                   "removed by 'stop' if pve-sim created it; private networks only, no forwarding, no NAT (repeatable)")
+        command.add_argument("--gpu-kit", metavar="DIR",
+                             help="the node's GPU kit (gpu-kit --root DIR): every container started sees its driver state, as a "
+                                  "real container sees the host's /proc/driver/nvidia (kit proc files read-only at %s, its GPU "
+                                  "memory at %s)" % ("/srv/host-proc-driver-nvidia", "/srv/host-gpu-memory-ledger"))
 
     serve = sub.add_parser("serve", help="run the API server in the foreground")
     server_options(serve)
@@ -389,7 +407,8 @@ def build_parser():
 
     kit = sub.add_parser("gpu-kit", help="create NVIDIA device nodes, a /proc/driver/nvidia/version stand-in and nvidia-smi")
     kit.add_argument("--root", required=True, help="root of the kit (ROOT/dev, ROOT/proc/driver/nvidia/version, ROOT/usr/bin/nvidia-smi)")
-    kit.add_argument("--uvm-major", type=int, required=True, help="major of nvidia-uvm/-tools (dynamic on real hosts)")
+    kit.add_argument("--uvm-major", type=int, help="major of nvidia-uvm/-tools (dynamic on real hosts); required unless --remove")
+    kit.add_argument("--remove", action="store_true", help="remove the nodes this kit made (those still the same devices) and the kit")
     kit.add_argument("--gpus", type=int, default=2)
     kit.add_argument("--driver-version", default="580.95.05")
     kit.add_argument("--dev-dir", help="directory of the nodes (default ROOT/dev)")

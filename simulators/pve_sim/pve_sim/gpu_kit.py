@@ -4,17 +4,26 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The GPU kit: what an NVIDIA host shows, without a GPU.
 
-Character nodes with NVIDIA's majors (195:N for nvidiaN, 195:255 nvidiactl, 195:254 nvidia-modeset,
-a chosen dynamic major for nvidia-uvm (minor 0) and nvidia-uvm-tools (minor 1)), a stand-in for
-/proc/driver/nvidia/version in the driver's format, and a stand-in nvidia-smi reporting that version.
-Opening a node fails with ENXIO (no driver behind the major), which is what makes a devices-cgroup
-test possible: ENXIO = allowed, EPERM = not allowed.
+Character nodes with NVIDIA's majors (195:minor for each GPU, 195:255 nvidiactl, 195:254 nvidia-modeset, a chosen
+dynamic major for nvidia-uvm (minor 0) and nvidia-uvm-tools (minor 1)); what the kernel module shows under
+/proc/driver/nvidia (the version file, and one gpus/<bus>/information file per GPU); the GPUs' memory, a ledger every
+container of the node shares (DIR/gpu-memory); and the node's nvidia-smi. The driver's behaviour (which GPUs a process
+may open, their memory, nvidia-smi's answers and refusals) is the driver stand-in's,
+simulators/standins/nvidia_driver/nvidia_standin.py, copied into the kit: the node's nvidia-smi and the containers'
+(installed by the installer stand-in) are the same program.
+
+Opening a node fails with ENXIO (no driver behind the major), which is what makes a devices-cgroup test possible:
+ENXIO = allowed, EPERM = not allowed. The GPUs' device minors are not in nvidia-smi's index order (pairs swapped:
+index 0 is /dev/nvidia1), as on real hosts where minors follow the order the driver probed the boards: whatever maps
+an index to a node by its number fails here too.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shlex
+import shutil
 import stat
 import sys
 import time
@@ -22,63 +31,55 @@ import time
 NVIDIA_MAJOR = 195
 CTL_MINOR = 255
 MODESET_MINOR = 254
+MAX_GPUS = 32
+DEFAULT_GPU_NAME = "NVIDIA RTX A6000"
+DEFAULT_MEMORY_MIB = 49140  # nvidia-smi --query-gpu=memory.total of an RTX A6000
+KIT_RECORD = "kit.json"
+DRIVER_STANDIN = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "standins",
+                              "nvidia_driver", "nvidia_standin.py")
 
 # The version line of the open kernel module, e.g. from a dmesg quoted publicly:
 # "NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build  (dvs-builder@U22-I3-AF03-09-1)  Sun Jul 27 06:54:38 UTC 2025"
 VERSION_TEMPLATE = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {version}  Release Build  (pve-sim@gpu-kit)  {date}\n"
                     "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14+deb12u1) \n")
 
-NVIDIA_SMI = r'''#!/usr/bin/env python3
-# pve-sim GPU kit stand-in for nvidia-smi: reports the kit's driver version and GPUs; no GPU behind it.
-import json, sys
-KIT = json.loads(%(kit)r)
-args = sys.argv[1:]
-gpus = KIT["gpus"]
-if "--version" in args or "-v" in args:
-    print("NVIDIA-SMI version  : %%s" %% KIT["driver_version"])
-    print("NVML version        : %%s" %% ".".join(KIT["driver_version"].split(".")[:2]))
-    print("DRIVER version      : %%s" %% KIT["driver_version"])
-    print("CUDA Version        : %%s" %% KIT["cuda_version"])
-    sys.exit(0)
-if "-L" in args or "--list-gpus" in args:
-    for gpu in gpus:
-        print("GPU %%d: %%s (UUID: %%s)" %% (gpu["index"], gpu["name"], gpu["uuid"]))
-    sys.exit(0)
-query = [a.split("=", 1)[1] for a in args if a.startswith("--query-gpu=")]
-if query:
-    fields = [f.strip() for f in query[0].split(",")]
-    noheader = any("noheader" in a for a in args)
-    nounits = any("nounits" in a for a in args)
-    names = {"index": "index", "name": "name", "uuid": "uuid", "driver_version": "driver_version", "pci.bus_id": "pci.bus_id",
-             "memory.total": "memory.total [MiB]", "memory.used": "memory.used [MiB]", "count": "count"}
-    if not noheader:
-        print(", ".join(names.get(f, f) for f in fields))
-    for gpu in gpus:
-        row = []
-        for f in fields:
-            value = {"index": gpu["index"], "name": gpu["name"], "uuid": gpu["uuid"], "driver_version": KIT["driver_version"],
-                     "pci.bus_id": gpu["pci_bus_id"], "memory.total": gpu["memory_mib"], "memory.used": 0, "count": len(gpus)}.get(f)
-            if value is None:
-                sys.stderr.write('Field "%%s" is not a valid field to query.\n' %% f)
-                sys.exit(2)
-            if f.startswith("memory.") and not nounits:
-                value = "%%s MiB" %% value
-            row.append(str(value))
-        print(", ".join(row))
-    sys.exit(0)
-print("+-----------------------------------------------------------------------------------------+")
-print("| NVIDIA-SMI %%-22s Driver Version: %%-14s CUDA Version: %%-8s|" %% (KIT["driver_version"], KIT["driver_version"], KIT["cuda_version"]))
-print("|-----------------------------------------+------------------------+----------------------+")
-for gpu in gpus:
-    print("| %%3d  %%-34s | %%-22s | %%20s |" %% (gpu["index"], gpu["name"], gpu["pci_bus_id"], "0MiB / %%dMiB" %% gpu["memory_mib"]))
-print("+-----------------------------------------------------------------------------------------+")
-'''
+NVIDIA_SMI = """#!%(python)s
+# pve-sim GPU kit: the node's nvidia-smi, answered by the driver stand-in (no GPU behind it).
+import sys
+sys.path.insert(0, %(lib)r)
+import nvidia_standin
+sys.exit(nvidia_standin.main(["--config", %(config)r] + sys.argv[1:]))
+"""
+
+
+# Where a container of the node sees the kit's driver state (pve-sim binds it into every container it starts, as a real
+# container sees the host's /proc/driver/nvidia): the stand-in installer's nvidia-smi and the SGLang simulator read it
+# there (scripts/sandbox-mirror.py gives the installer these paths).
+CONTAINER_PROC_DIR = "/srv/host-proc-driver-nvidia"
+CONTAINER_LEDGER_DIR = "/srv/host-gpu-memory-ledger"
+
+
+def driver_mounts(root):
+    """(host directory, path in the container, read-only) of the kit at ``root`` for a container; none without a kit."""
+    if not root:
+        return []
+    return [(os.path.join(root, "proc", "driver", "nvidia"), CONTAINER_PROC_DIR, True),
+            (os.path.join(root, "gpu-memory"), CONTAINER_LEDGER_DIR, False)]
+
+
+def load_driver_standin():
+    """The driver stand-in module (simulators/standins/nvidia_driver/nvidia_standin.py)."""
+    spec = importlib.util.spec_from_file_location("nvidia_standin", DRIVER_STANDIN)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _mknod(path, major, minor, mode=0o666):
     try:
         info = os.stat(path)
         if stat.S_ISCHR(info.st_mode) and os.major(info.st_rdev) == major and os.minor(info.st_rdev) == minor:
+            os.chmod(path, mode)
             return False
         os.unlink(path)
     except FileNotFoundError:
@@ -88,18 +89,30 @@ def _mknod(path, major, minor, mode=0o666):
     return True
 
 
-def create_kit(root, uvm_major, gpus=2, driver_version="580.95.05", dev_dir=None, cuda_version="13.0", gpu_name="NVIDIA H100 80GB HBM3",
-               memory_mib=81559):
+def kit_gpus(count, gpu_name=DEFAULT_GPU_NAME, memory_mib=DEFAULT_MEMORY_MIB):
+    """The kit's GPUs in PCI order (nvidia-smi's index order), each with its device minor (pairs swapped)."""
+    if not 0 <= count <= MAX_GPUS:
+        raise ValueError("a GPU kit has 0 to %d GPUs, not %d" % (MAX_GPUS, count))
+    gpus = []
+    for index in range(count):
+        minor = index ^ 1 if (index ^ 1) < count else index
+        gpus.append({"index": index, "minor": minor, "name": gpu_name, "memory_total_mib": memory_mib,
+                     "uuid": "GPU-%08x-5e1d-4c0a-9b7e-%012x" % (0x5e1d0000 + index, index),
+                     "bus_id": "0000:%02x:00.0" % (0x11 + index * 7)})
+    return gpus
+
+
+def create_kit(root, uvm_major, gpus=2, driver_version="580.95.05", dev_dir=None, cuda_version="13.0", gpu_name=DEFAULT_GPU_NAME,
+               memory_mib=DEFAULT_MEMORY_MIB):
     """Create the kit under ``root`` (dev nodes in ``dev_dir``, default ROOT/dev); returns a description of what exists."""
     dev_dir = dev_dir or os.path.join(root, "dev")
     os.makedirs(dev_dir, exist_ok=True)
-    nodes = []
-    for index in range(gpus):
-        nodes.append(("nvidia%d" % index, NVIDIA_MAJOR, index))
+    described = kit_gpus(gpus, gpu_name, memory_mib)
+    nodes = [("nvidia%d" % gpu["minor"], NVIDIA_MAJOR, gpu["minor"]) for gpu in described]
     nodes += [("nvidiactl", NVIDIA_MAJOR, CTL_MINOR), ("nvidia-modeset", NVIDIA_MAJOR, MODESET_MINOR),
               ("nvidia-uvm", uvm_major, 0), ("nvidia-uvm-tools", uvm_major, 1)]
-    for index in range(gpus, 16):
-        stale = os.path.join(dev_dir, "nvidia%d" % index)
+    for minor in range(gpus, MAX_GPUS):
+        stale = os.path.join(dev_dir, "nvidia%d" % minor)
         if os.path.exists(stale):
             os.unlink(stale)
     created = []
@@ -112,20 +125,52 @@ def create_kit(root, uvm_major, gpus=2, driver_version="580.95.05", dev_dir=None
     version_file = os.path.join(proc_dir, "version")
     with open(version_file, "w", encoding="utf-8") as handle:
         handle.write(VERSION_TEMPLATE.format(version=driver_version, date=time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())))
+    ledger_dir = os.path.join(root, "gpu-memory")
+    standin = load_driver_standin()
+    standin.write_driver_state(proc_dir, ledger_dir, described, driver_version)
     # /proc/devices stand-in: where a host looks up the dynamic uvm major.
     with open(os.path.join(root, "proc", "devices"), "w", encoding="utf-8") as handle:
         handle.write("Character devices:\n  1 mem\n  5 /dev/tty\n195 nvidia-frontend\n%3d nvidia-uvm\n\nBlock devices:\n  7 loop\n" % uvm_major)
-    kit = {"driver_version": driver_version, "cuda_version": cuda_version, "gpus": [
-        {"index": index, "name": gpu_name, "uuid": "GPU-%08x-5e1d-4c0a-9b7e-%012x" % (0x5e1d0000 + index, index),
-         "pci_bus_id": "00000000:%02X:00.0" % (0x18 + index * 0x10), "memory_mib": memory_mib} for index in range(gpus)]}
+    # The node's nvidia-smi: the driver stand-in, copied into the kit, with the kit's paths.
+    lib_dir = os.path.join(root, "usr", "lib", "nvidia-standin")
+    os.makedirs(lib_dir, exist_ok=True)
+    shutil.copyfile(DRIVER_STANDIN, os.path.join(lib_dir, "nvidia_standin.py"))
+    config = os.path.join(lib_dir, "driver.json")
+    with open(config, "w", encoding="utf-8") as handle:
+        json.dump({"proc_dir": proc_dir, "dev_dir": dev_dir, "ledger_dir": ledger_dir, "driver_version": driver_version,
+                   "cuda_version": cuda_version}, handle, sort_keys=True)
     bin_dir = os.path.join(root, "usr", "bin")
     os.makedirs(bin_dir, exist_ok=True)
     smi = os.path.join(bin_dir, "nvidia-smi")
     with open(smi, "w", encoding="utf-8") as handle:
-        handle.write(NVIDIA_SMI % {"kit": json.dumps(kit)})
+        handle.write(NVIDIA_SMI % {"python": sys.executable, "lib": lib_dir, "config": config})
     os.chmod(smi, 0o755)
-    return {"root": root, "dev_dir": dev_dir, "nodes": created, "proc_version": version_file, "nvidia_smi": smi,
-            "proc_devices": os.path.join(root, "proc", "devices"), "driver_version": driver_version, "uvm_major": uvm_major}
+    # What remove_kit takes away again (only nodes that are still these devices).
+    with open(os.path.join(root, KIT_RECORD), "w", encoding="utf-8") as handle:
+        json.dump({"nodes": created}, handle, indent=1, sort_keys=True)
+    return {"root": root, "dev_dir": dev_dir, "nodes": created, "gpus": described, "proc_version": version_file,
+            "proc_dir": proc_dir, "ledger_dir": ledger_dir, "nvidia_smi": smi, "proc_devices": os.path.join(root, "proc", "devices"),
+            "driver_version": driver_version, "uvm_major": uvm_major}
+
+
+def remove_kit(root):
+    """Remove the device nodes the kit at ``root`` made (each only while it is still that device) and the kit itself."""
+    removed = []
+    try:
+        with open(os.path.join(root, KIT_RECORD), encoding="utf-8") as handle:
+            nodes = json.load(handle)["nodes"]
+    except (OSError, ValueError, KeyError):
+        nodes = []
+    for node in nodes:
+        try:
+            info = os.lstat(node["path"])
+        except FileNotFoundError:
+            continue
+        if stat.S_ISCHR(info.st_mode) and os.major(info.st_rdev) == node["major"] and os.minor(info.st_rdev) == node["minor"]:
+            os.unlink(node["path"])
+            removed.append(node["path"])
+    shutil.rmtree(root, ignore_errors=True)
+    return removed
 
 
 NVIDIA_MODPROBE = """#!/usr/bin/env bash

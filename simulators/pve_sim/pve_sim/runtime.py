@@ -22,7 +22,7 @@ import stat
 import subprocess
 import time
 
-from pve_sim import guest, idmap, mounts, network, schema
+from pve_sim import gpu_kit, guest, idmap, mounts, network, schema
 from pve_sim.tasks import TaskFailed
 
 _MAGIC = {b"\x28\xb5\x2f\xfd": "zstd", b"\x1f\x8b": "gzip", b"\xfd7zXZ": "xz"}
@@ -110,8 +110,10 @@ class LxcRuntime(NullRuntime):
 
     name = "lxc"
 
-    def __init__(self, state_dir):
+    def __init__(self, state_dir, gpu_kit_root=None):
         super().__init__(state_dir)
+        # The node's GPU kit: its driver state is in every container, as a real node's /proc is.
+        self.gpu_kit_root = gpu_kit_root
         self.lxcpath = os.path.join(state_dir, "lxc")
         os.makedirs(self.lxcpath, exist_ok=True)
         # Container names are global in the cgroup tree: make them unique per state dir.
@@ -200,7 +202,7 @@ class LxcRuntime(NullRuntime):
     def lxc_config(self, vmid, config, rootfs):
         """The LXC config a PVE node would generate (update_lxc_config), for this host's cgroup version."""
         return render_lxc_config(vmid, config, rootfs, self.cgroup_version, cpu_load=self.cpu_load(vmid),
-                                 passthrough_dir=self.passthrough_dir(vmid))
+                                 passthrough_dir=self.passthrough_dir(vmid), driver_mounts=gpu_kit.driver_mounts(self.gpu_kit_root))
 
     def cpu_load(self, vmid):
         """How many of the other running containers of this node use each CPU (from their configs' cpuset)."""
@@ -376,12 +378,14 @@ def create_passthrough_node(base, device, id_map):
 
 
 def render_lxc_config(vmid, config, rootfs, cgroup_version, bridge_mtu=network.read_bridge_mtu, is_directory=os.path.isdir,
-                      cpu_load=None, passthrough_dir=None):
+                      cpu_load=None, passthrough_dir=None, driver_mounts=()):
     """PVE's update_lxc_config, reduced to what this host can run: privileged or unprivileged (user namespace with
     PVE's id map, deny-list devices cgroup); netN on the node's bridges (or loopback only without netN); bind mount
     points; dev[n] as bind mounts of the copies below ``passthrough_dir`` (default PVE's /var/lib/lxc/<vmid>/passthrough).
     ``bridge_mtu``/``is_directory`` look at the host (tests pass their own).
-    ``cpu_load``: how many other running containers use each CPU (index = CPU number), for the cpuset of ``cores``."""
+    ``cpu_load``: how many other running containers use each CPU (index = CPU number), for the cpuset of ``cores``.
+    ``driver_mounts``: (host dir, path inside, read-only) of the GPU kit's driver state, which every container of a node
+    sees whatever its config says (gpu_kit.driver_mounts)."""
     prefix = "lxc.cgroup2." if cgroup_version == 2 else "lxc.cgroup."
     passthrough_dir = passthrough_dir or "/var/lib/lxc/%d/passthrough" % int(vmid)
     unprivileged = idmap.is_unprivileged(config)
@@ -429,6 +433,9 @@ def render_lxc_config(vmid, config, rootfs, cgroup_version, bridge_mtu=network.r
             lines.append("lxc.cgroup.cpu.cfs_quota_us = %d" % int(100000 * float(cpulimit)))
     had_cpuset = False
     lines.extend(mounts.render_mount_lines(config, is_directory))
+    for source, target, read_only in driver_mounts:
+        lines.append("lxc.mount.entry = %s %s none bind,create=dir%s 0 0" % (mounts.fstab_escape(source), mounts.fstab_escape(target.lstrip("/")),
+                                                                           ",ro" if read_only else ""))
     for device in config.devices():
         kind, major, minor = device_rdev(device.path)
         lines.append("%sdevices.allow = %s %d:%d %s" % (prefix, kind, major, minor, "r" if device.deny_write else "rw"))

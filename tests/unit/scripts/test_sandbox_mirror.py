@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import re
+import stat
 import subprocess
+import sys
 
 import pytest
 
@@ -27,7 +30,7 @@ def load(relative, name):
 mirror = load("scripts/sandbox-mirror.py", "sandbox_mirror")
 installer = load("simulators/standins/nvidia_installer/make-installer.py", "make_installer")
 
-OPTIONS = {"driver_version": "580.95.05", "cuda_version": "13.0", "gpus": 2,
+OPTIONS = {"driver_version": "580.95.05", "cuda_version": "13.0", "ledger_dir": "/srv/host-gpu-memory-ledger",
            "proc_version_path": "/proc/driver/nvidia/version", "mount_point": "/srv/llmops-mirror"}
 
 
@@ -202,32 +205,52 @@ def test_installer_refuses_values_it_would_paste_into_shell():
         installer.render_installer("580.95.05; rm -rf /")
     with pytest.raises(ValueError, match="must be absolute"):
         installer.render_installer("580.95.05", proc_version_path="/srv/a b")
-    with pytest.raises(ValueError, match="outside 0..16"):
-        installer.render_installer("580.95.05", gpus=17)
+    with pytest.raises(ValueError, match="must be absolute"):
+        installer.render_installer("580.95.05", ledger_dir="/srv/$(reboot)")
 
 
-def embedded_nvidia_smi(installer_text):
-    """The nvidia-smi the installer writes (its here-document), to run without installing anything."""
-    return re.search(r"<<'SMI'\n(.*?)\nSMI\n", installer_text, re.S).group(1) + "\n"
+def here_document(installer_text, marker):
+    """What the installer writes through its here-document ``marker``."""
+    return re.search(r"<<'%s'\n(.*?)\n%s\n" % (marker, marker), installer_text, re.S).group(1) + "\n"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="the kit's device nodes need mknod (root)")
 @pytest.mark.parametrize("module_line", [
     "NVRM version: NVIDIA UNIX x86_64 Kernel Module  {v}  Tue Sep 30 10:00:00 UTC 2025",
     # pve-sim's GPU kit writes the open kernel module's format.
     "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {v}  Release Build  (pve-sim@gpu-kit)  Tue Sep 30 10:00:00 UTC 2025",
 ], ids=["proprietary", "open"])
 def test_installed_nvidia_smi_answers_only_for_its_kernel_module(tmp_path, module_line):
-    proc = tmp_path / "version"
+    """The installer's driver stand-in and nvidia-smi, run as installed but from a temporary directory."""
+    text = installer.render_installer("580.95.05", proc_version_path=str(tmp_path / "proc" / "version"),
+                                      ledger_dir=str(tmp_path / "ledger"))
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "nvidia_standin.py").write_text(here_document(text, "NVIDIA_STANDIN_PY"))
+    config = json.loads(here_document(text, "DRIVER_JSON"))
+    assert config == {"proc_dir": str(tmp_path / "proc"), "version_path": str(tmp_path / "proc" / "version"), "dev_dir": "/dev",
+                      "ledger_dir": str(tmp_path / "ledger"),
+                      "driver_version": "580.95.05", "cuda_version": "13.0"}
+    standin = load(str(lib / "nvidia_standin.py"), "installed_nvidia_standin")
+    gpus = [{"bus_id": "0000:1%d:00.0" % index, "uuid": "GPU-0000000%d-5e1d-4c0a-9b7e-00000000000%d" % (index, index),
+             "name": "NVIDIA RTX A6000", "minor": index, "memory_total_mib": 49140} for index in range(3)]
+    standin.write_driver_state(config["proc_dir"], config["ledger_dir"], gpus, "580.95.05")
+    (tmp_path / "dev").mkdir()
+    for minor in (0, 1, 2, 255):
+        os.mknod(str(tmp_path / "dev" / ("nvidia%d" % minor if minor < 255 else "nvidiactl")), stat.S_IFCHR | 0o666,
+                 os.makedev(195, minor))
+    config["dev_dir"] = str(tmp_path / "dev")
+    (lib / "driver.json").write_text(json.dumps(config))
     smi = tmp_path / "nvidia-smi"
-    smi.write_text(embedded_nvidia_smi(installer.render_installer("580.95.05", gpus=3, proc_version_path=str(proc))))
+    smi.write_text(here_document(text, "SMI").replace(installer.INSTALLED_DIR, str(lib)))
 
     def call(*args):
-        return subprocess.run(["sh", str(smi), *args], capture_output=True, text=True, timeout=10, check=False)
+        return subprocess.run([sys.executable, str(smi), *args], capture_output=True, text=True, timeout=30, check=False)
 
-    proc.write_text(module_line.format(v="580.95.05") + "\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
-    assert call("--query-gpu=driver_version").stdout.split() == ["580.95.05"] * 3
+    (tmp_path / "proc" / "version").write_text(module_line.format(v="580.95.05") + "\nGCC version:  gcc version 12.2.0\n")
+    assert call("--query-gpu=driver_version", "--format=csv,noheader").stdout.split() == ["580.95.05"] * 3
     assert call("-L").stdout.count("GPU ") == 3
-    proc.write_text(module_line.format(v="580.82.07") + "\n")
+    (tmp_path / "proc" / "version").write_text(module_line.format(v="580.82.07") + "\n")
     mismatch = call("-L")
     assert mismatch.returncode == 18
     assert mismatch.stdout.splitlines() == ["Failed to initialize NVML: Driver/library version mismatch",
