@@ -44,6 +44,7 @@ def server_args_fields(namespace) -> dict:
     return {dest: value for dest, value in vars(namespace).items() if dest not in dropped}
 
 
-def resolve_server_args(namespace) -> dict:
-    """The resolved server args (SGLang resolves after parsing; refusals raise SGLang's exceptions)."""
-    return resolution.resolve(server_args_fields(namespace))
+def resolve_server_args(namespace, cuda=None) -> dict:
+    """The resolved server args (SGLang resolves after parsing; refusals raise SGLang's exceptions). ``cuda``: what
+    torch sees (sglang_sim/cuda.py), as the server resolves; None: as on a CUDA device (resolution.py)."""
+    return resolution.resolve(server_args_fields(namespace), cuda)

@@ -18,8 +18,11 @@ from dataclasses import dataclass, field
 FAULT_MODES = ("healthy", "oom", "never-ready", "low-accept", "ignore-sigterm", "degenerate")
 SIGTERM_EXITS = ("sigkill", "clean")
 
-# Memory of one simulated GPU in GiB: an RTX A6000 (nvidia-smi memory.total 49140 MiB).
-DEFAULT_GPU_MEMORY_GB = 49140 / 1024.0
+# Knobs taken away, with why: a run that still sets one is refused rather than silently run on other figures.
+REMOVED_KNOBS = {
+    ("SGLANG_SIM_GPU_MEMORY_GB", "--sim-gpu-memory-gb"): "the GPUs and their memory are what the NVIDIA driver stand-in "
+                                                         "reports (sglang_sim/cuda.py, SGLANG_SIM_NVIDIA_STANDIN_DIR)",
+}
 
 # The generation_config.json the simulated model ships (used with --sampling-defaults model).
 DEFAULT_GENERATION_CONFIG = {"temperature": 1.0, "top_p": 0.95, "top_k": 20}
@@ -34,7 +37,6 @@ class SimKnobs:
     generation_config: dict = field(default_factory=lambda: dict(DEFAULT_GENERATION_CONFIG))
     max_loop_tokens: int = 1024
     sigterm_exit: str = "sigkill"
-    gpu_memory_gb: float = DEFAULT_GPU_MEMORY_GB
 
     def has(self, fault: str) -> bool:
         return fault in self.faults
@@ -49,7 +51,6 @@ def _sim_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sim-generation-config", type=str)
     parser.add_argument("--sim-max-loop-tokens", type=int)
     parser.add_argument("--sim-sigterm-exit", type=str, choices=SIGTERM_EXITS)
-    parser.add_argument("--sim-gpu-memory-gb", type=float)
     return parser
 
 
@@ -90,6 +91,9 @@ def standin_fault() -> str:
 def load_knobs(sim_argv, environ=None) -> SimKnobs:
     environ = os.environ if environ is None else environ
     parser = _sim_parser()
+    for (env_name, flag), reason in REMOVED_KNOBS.items():
+        if environ.get(env_name) or any(token.split("=", 1)[0] == flag for token in sim_argv):
+            parser.error("%s / %s was removed: %s" % (env_name, flag, reason))
     flags = parser.parse_args(sim_argv)
 
     def pick(flag_value, env_name, convert, default):
@@ -112,9 +116,6 @@ def load_knobs(sim_argv, environ=None) -> SimKnobs:
     knobs.sigterm_exit = pick(flags.sim_sigterm_exit, "SGLANG_SIM_SIGTERM_EXIT", str, knobs.sigterm_exit)
     if knobs.sigterm_exit not in SIGTERM_EXITS:
         parser.error("SGLANG_SIM_SIGTERM_EXIT must be one of %s" % ", ".join(SIGTERM_EXITS))
-    knobs.gpu_memory_gb = pick(flags.sim_gpu_memory_gb, "SGLANG_SIM_GPU_MEMORY_GB", float, knobs.gpu_memory_gb)
-    if knobs.gpu_memory_gb <= 1.0:
-        parser.error("SGLANG_SIM_GPU_MEMORY_GB must be above 1 (GiB of one GPU)")
     fault_text = pick(flags.sim_fault, "SGLANG_SIM_FAULT", str, None)
     fault_origin = ""
     if fault_text is None:

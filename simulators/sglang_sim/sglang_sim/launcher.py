@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from sglang_sim import cli, knobs as knobs_mod, logfmt, multinode, procs, resolution, sampling, startup
+from sglang_sim import cli, cuda as cuda_mod, knobs as knobs_mod, logfmt, multinode, procs, sampling, startup
 from sglang_sim.http_api import ServerState, make_dummy_health_server, make_server
 from sglang_sim.scheduler import Scheduler
 
@@ -25,10 +25,14 @@ GRACEFUL_DRAIN_SECONDS = 60
 
 
 class Launcher:
-    def __init__(self, args: dict, knobs, launch_command: str):
+    def __init__(self, args: dict, knobs, launch_command: str, cuda=None):
         self.args = args
         self.knobs = knobs
         self.launch_command = launch_command
+        # What torch sees (sglang_sim/cuda.py); each rank takes its GPU in its own process, after the fork.
+        self.cuda = cuda
+        # {scheduler pid: (GPU GiB, GiB held by others)}: the memory its pools were sized from, as it reported it.
+        self.rank_memory = {}
         self.children = {}
         self.sigterm = threading.Event()
         self.ready_children = set()
@@ -88,7 +92,7 @@ class Launcher:
             def body(parent_pid, rank=rank, write_fd=write_fd, read_fd=read_fd):
                 os.close(read_fd)
                 holder = {}
-                code = startup.run_scheduler_rank(rank, self.args, self.knobs, write_fd, start, parent_pid, holder)
+                code = startup.run_scheduler_rank(rank, self.args, self.knobs, write_fd, start, parent_pid, holder, self.cuda)
                 if code:
                     return code
                 if holder.get("comm") is not None:
@@ -118,7 +122,7 @@ class Launcher:
             except InterruptedError:
                 continue
             for fd in readable:
-                data = os.read(fd, 64)
+                data = os.read(fd, 256)
                 os.close(fd)
                 pid = pending.pop(fd)
                 if not data.startswith(b"ready"):
@@ -126,6 +130,8 @@ class Launcher:
                     logfmt.log("Rank %d scheduler is dead. Please check if there are relevant logs." % len(self.ready_children))
                     return False
                 self.ready_children.add(pid)
+                gpu_gb, others_gb = (float(value) for value in data.split()[1:3])
+                self.rank_memory[pid] = (gpu_gb, others_gb)
         return True
 
     def serve(self, max_total_num_tokens: int) -> int:
@@ -258,7 +264,8 @@ class Launcher:
             return 1
         if self.args.get("node_rank", 0) >= 1:
             return self.serve_follower()
-        plan = startup.memory_plan(self.args, self.knobs.gpu_memory_gb)
+        # TP rank 0's pools (the ranks agreed on the smallest free memory).
+        plan = startup.memory_plan(self.args, *self.rank_memory[self.scheduler_pids[0]])
         # The scheduler serves what the pools allow: SGLang caps max_running_requests by the state pool.
         self.args["max_running_requests"] = plan["max_running_requests"]
         self.args["max_mamba_cache_size"] = plan["mamba_size"]
@@ -269,13 +276,15 @@ def main(argv=None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     sglang_argv, sim_argv = knobs_mod.split_sim_argv(argv)
     knobs = knobs_mod.load_knobs(sim_argv)
-    resolution.SIMULATED_GPU_MEMORY_GB = knobs.gpu_memory_gb
     namespace, launch_command = cli.prepare_server_args(sglang_argv)
     logfmt.route_logger("sglang_sim", namespace.log_level)
-    # A combination SGLang refuses at start raises SGLang's exception here (traceback, exit status 1, as SGLang).
-    args = cli.resolve_server_args(namespace)
+    # torch loads libcuda (the driver stand-in) once; no driver or no GPU: no CUDA device.
+    cuda = cuda_mod.Cuda.load()
+    # A combination SGLang refuses at start raises SGLang's exception here (traceback, exit status 1, as SGLang),
+    # no CUDA device included (get_device's "No accelerator ...").
+    args = cli.resolve_server_args(namespace, cuda)
     knobs.generation_config = sampling.load_generation_config(args["model_path"], knobs.generation_config)
-    launcher = Launcher(args, knobs, launch_command)
+    launcher = Launcher(args, knobs, launch_command, cuda)
     sys.exit(launcher.run())
 
 

@@ -27,12 +27,13 @@ import math
 MIB = 1 << 20
 GIB = 1 << 30
 
-DEFAULT_GPU_MEMORY_GB = 49140 / 1024.0    # an RTX A6000 (nvidia-smi memory.total 49140 MiB), in GiB
+DEFAULT_GPU_MEMORY_MIB = 49140           # an RTX A6000 (nvidia-smi memory.total)
+DEFAULT_GPU_MEMORY_GB = DEFAULT_GPU_MEMORY_MIB / 1024.0
 CUDA_CONTEXT_GB = 1.0                      # gone before the weights load (CUDA context, NCCL)
 
 # Qwen3.6-27B (model card: 64 layers = 16 x (3 Gated DeltaNet + 1 gated attention), GDN heads V 48 / QK 16 of dim 128,
 # attention Q 24 / KV 4 of dim 256, hidden 5120, vocabulary 248320, FFN 17408, one MTP layer), bf16 weights.
-HIDDEN, VOCAB = 5120, 248320
+HIDDEN, VOCAB, FFN = 5120, 248320, 17408
 FULL_LAYERS, LINEAR_LAYERS = 16, 48
 KV_HEADS, HEAD_DIM = 4, 256
 LINEAR_K_HEADS, LINEAR_V_HEADS, LINEAR_HEAD_DIM, CONV_KERNEL = 16, 48, 128, 4
@@ -81,8 +82,11 @@ def state_bytes_per_request(tp_size, ssm_bytes=4):
     return conv, ssm
 
 
-def plan(args, gpu_memory_gb):
+def plan(args, gpu_memory_gb, used_by_others_gb=0.0):
     """The pools SGLang would allocate on each rank, or why it would refuse to start.
+
+    ``gpu_memory_gb``: the GPU's total; ``used_by_others_gb``: what other processes hold on it when the server starts
+    (model_runner.py: pre_model_load_memory is the memory free then, the smallest over the TP ranks).
 
     ``args``: the resolved server args (tp_size, mem_fraction_static or None, max_running_requests,
     mamba_full_memory_ratio, speculative_algorithm, speculative_num_draft_tokens, max_mamba_cache_size or None,
@@ -102,7 +106,7 @@ def plan(args, gpu_memory_gb):
     fraction = args.get("mem_fraction_static") or default_mem_fraction(gpu_mib, tp, chunked, decode_max_bs)
     speculative = bool(args.get("speculative_algorithm"))
     draft_tokens = (args.get("speculative_num_draft_tokens") or 4) if speculative else 0
-    pre = (gpu_memory_gb - CUDA_CONTEXT_GB) * GIB
+    pre = (gpu_memory_gb - used_by_others_gb - CUDA_CONTEXT_GB) * GIB
     weights = (WEIGHT_BYTES_TOTAL - MTP_BYTES) / tp
     draft = (MTP_BYTES / tp + 2 * VOCAB * HIDDEN * 2 / tp) if speculative else 0
     available = pre - weights - draft
@@ -112,7 +116,7 @@ def plan(args, gpu_memory_gb):
                "cuda_graph_max_bs": decode_max_bs, "error": None, "mamba_size": 0, "kv_tokens": 0, "conv_gb": 0.0,
                "ssm_gb": 0.0, "kv_gb": 0.0, "intermediate_gb": 0.0, "max_running_requests": 0, "capped_to": None}
     if rest <= 0:
-        minimum = 1 - available / pre
+        minimum = 1 - available / pre if pre > 0 else 1.0
         figures["error"] = ("weights", "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=%s. "
                             "Raise --mem-fraction-static above %.3f (minimum viable = 1 - available/pre = %.4f). If using "
                             "speculative decoding, draft weights are now counted."

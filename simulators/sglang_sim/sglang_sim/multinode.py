@@ -137,6 +137,14 @@ def tp_rank_range(args: dict) -> range:
     return range(start, start + tp_size_per_node)
 
 
+def gpu_id(args: dict, tp_rank: int) -> int:
+    """engine.py: _launch_scheduler_processes - the CUDA ordinal a TP rank uses on its node (pp 1):
+    base_gpu_id + (tp_rank % tp_size_per_node) * gpu_id_step."""
+    base = args.get("base_gpu_id")
+    step = args.get("gpu_id_step")
+    return (0 if base is None else base) + (tp_rank % len(tp_rank_range(args))) * (1 if step is None else step)
+
+
 def is_multinode(args: dict) -> bool:
     return (args.get("nnodes") or 1) > 1
 

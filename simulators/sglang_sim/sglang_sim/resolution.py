@@ -10,7 +10,9 @@ the server exit at start with SGLang's exception; the simulator raises the same 
 from functions named after SGLang's (each cites its source). Modelled:
 
 - serving_hook.py: handle_missing_default_values - tokenizer_path and served_model_name default to model_path, a
-  random seed, the device ("cuda", never probed here).
+  random seed, the device from utils/common.py: get_device: "cuda" when torch sees a CUDA device (sglang_sim/cuda.py:
+  the driver stand-in), else `RuntimeError: No accelerator (CUDA, XPU, HPU, NPU, MUSA, MPS) or platform plugin is
+  available.`; only CUDA devices are simulated.
 - model_hook.py: handle_mamba_radix_cache (+ overrides.py: _mamba_radix_cache_resolution, mamba_hook.py:
   validate_mamba_no_buffer / validate_mamba_extra_buffer) for the hybrid Qwen3_5ForConditionalGeneration:
   `auto` becomes extra_buffer (overlap schedule on) or no_buffer; `no_buffer` with the overlap schedule is refused.
@@ -23,19 +25,23 @@ from functions named after SGLang's (each cites its source). Modelled:
   with nnodes > 1.
 
 The values SGLang derives from the GPU (memory fraction, chunked prefill size, decode CUDA graph max batch size) follow
-memory_hook.py for the simulated GPU size (SGLANG_SIM_GPU_MEMORY_GB); the pools are sized at start (sglang_sim/memory.py). The other
-speculative algorithms are not simulated (NotSimulatedError).
+memory_hook.py for the GPU size get_nvgpu_memory_capacity reads from nvidia-smi (the driver stand-in's); the pools are
+sized at start (sglang_sim/memory.py). The other speculative algorithms are not simulated (NotSimulatedError).
+
+``cuda`` (sglang_sim/cuda.py: Cuda) is what torch sees, as the launcher resolves. None resolves as on a CUDA device
+without asking torch, as roles/sglang's flag validator runs SGLang where no GPU is visible (override_platform(is_cuda=True),
+device "cuda"): that is how the `sglang` stand-in resolves; the GPU size is then the installed driver's when it answers,
+else an RTX A6000's.
 """
 from __future__ import annotations
 
 import logging
 import random
 
-from sglang_sim import memory
+from sglang_sim import cuda as cuda_mod, memory
 
 SIMULATED_ARCHITECTURE = "Qwen3_5ForConditionalGeneration"
-# The simulated GPU's memory in GiB; the launcher sets it from SGLANG_SIM_GPU_MEMORY_GB before resolving.
-SIMULATED_GPU_MEMORY_GB = memory.DEFAULT_GPU_MEMORY_GB
+NO_ACCELERATOR = "No accelerator (CUDA, XPU, HPU, NPU, MUSA, MPS) or platform plugin is available."
 DEFAULT_CONTEXT_LENGTH = 262144
 DEFAULT_SPEC_MAX_RUNNING_REQUESTS = 48
 # speculative/spec_info.py: SpeculativeAlgorithm members, and spec_registry.py: _RESERVED_ALIASES.
@@ -57,23 +63,42 @@ def _attention_backends(args):
             args.get("decode_attention_backend") or args.get("attention_backend"))
 
 
-def handle_missing_default_values(args):
-    """serving_hook.py: handle_missing_default_values."""
+def get_device(cuda):
+    """utils/common.py: get_device - "cuda" when torch sees a CUDA device; the other accelerators and CPU backends
+    are not simulated, so without one no accelerator is available (cuda None: assumed, see the module's doc)."""
+    if cuda is None or cuda.is_available():
+        return "cuda"
+    raise RuntimeError(NO_ACCELERATOR)
+
+
+def get_device_memory_capacity(cuda):
+    """utils/common.py: get_device_memory_capacity for CUDA - get_nvgpu_memory_capacity (nvidia-smi's smallest
+    memory.total, MiB), else _cuda_mem_fallback; assumed CUDA (cuda None): the installed driver's figure when it
+    answers, else an RTX A6000's."""
+    capacity = (cuda if cuda is not None else cuda_mod.Cuda.load()).memory_capacity_mib()
+    return capacity if capacity is not None else float(memory.DEFAULT_GPU_MEMORY_MIB)
+
+
+def handle_missing_default_values(args, cuda=None):
+    """serving_hook.py: handle_missing_default_values (get_device only for an unset --device, as SGLang: an explicit
+    `--device cuda` without a GPU fails later, in the scheduler's torch.cuda.set_device)."""
     if args["tokenizer_path"] is None:
         args["tokenizer_path"] = args["model_path"]
     if args["served_model_name"] is None:
         args["served_model_name"] = args["model_path"]
     if args["device"] is None:
-        args["device"] = "cuda"
+        args["device"] = get_device(cuda)
     args["device"] = args["device"].split(":")[0]
+    if cuda is not None and args["device"] != "cuda":
+        raise NotSimulatedError(f"sglang-sim simulates CUDA devices only, not --device {args['device']}")
     if args["random_seed"] is None:
         args["random_seed"] = random.randint(0, 1 << 30)
 
 
-def handle_gpu_memory_settings(args):
+def handle_gpu_memory_settings(args, cuda=None):
     """memory_hook.py: handle_gpu_memory_settings - chunked prefill, decode graph max bs and mem_fraction_static from
-    the simulated GPU's size (sglang_sim/memory.py); runs before the speculative hook, as in SGLang."""
-    gpu_mib = SIMULATED_GPU_MEMORY_GB * 1024.0
+    the GPU's size (get_device_memory_capacity, sglang_sim/memory.py); runs before the speculative hook, as in SGLang."""
+    gpu_mib = get_device_memory_capacity(cuda)
     chunked, decode_max_bs = memory.defaults_for_gpu(gpu_mib, max(1, args["tp_size"]))
     if args["chunked_prefill_size"] is None:
         args["chunked_prefill_size"] = chunked
@@ -248,18 +273,18 @@ def simulator_values(args):
                                       or args["disable_decode_cuda_graph"])
 
 
-def run_resolution_pipeline(args: dict) -> dict:
+def run_resolution_pipeline(args: dict, cuda=None) -> dict:
     """arg_groups/pipeline.py: run_resolution_pipeline, the modelled steps in SGLang's order; returns args."""
-    handle_missing_default_values(args)
-    handle_gpu_memory_settings(args)
+    handle_missing_default_values(args, cuda)
+    handle_gpu_memory_settings(args, cuda)
     handle_mamba_radix_cache(args)
     handle_speculative_decoding(args)
     return args
 
 
-def resolve(args: dict) -> dict:
+def resolve(args: dict, cuda=None) -> dict:
     """What the server does before it logs server_args: resolve_once, check_server_args; plus the simulator's figures."""
-    run_resolution_pipeline(args)
+    run_resolution_pipeline(args, cuda)
     check_server_args(args)
     simulator_values(args)
     return args

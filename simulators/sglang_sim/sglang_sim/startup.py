@@ -2,18 +2,21 @@
 # Copyright: llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What a scheduler rank prints while it "loads" the model, and the hybrid-cache OOM it can die of.
+"""What a scheduler rank prints while it "loads" the model on its GPU, and what it can die of.
 
 Line shapes follow SGLang (public logs, e.g. https://github.com/kvcache-ai/ktransformers/issues/1870 for the
-Load weight / Mamba Cache / KV Cache / max_total_num_tokens lines); the numbers are made up but consistent.
+Load weight / Mamba Cache / KV Cache / max_total_num_tokens lines); the figures are SGLang's arithmetic
+(sglang_sim/memory.py) on the memory the rank's GPU has free (sglang_sim/cuda.py: the driver stand-in's ledger), which
+the rank takes as it goes: the CUDA context at torch.cuda.set_device, then the weights, then the pools.
 """
 from __future__ import annotations
 
+import math
 import os
 import signal
 import time
 
-from sglang_sim import logfmt, memory, multinode
+from sglang_sim import cuda as cuda_mod, logfmt, memory, multinode
 
 ARCHITECTURE = "Qwen3_5ForConditionalGeneration"
 DRAFT_ARCHITECTURE = "Qwen3_5ForCausalLMMTP"
@@ -22,9 +25,61 @@ DRAFT_ARCHITECTURE = "Qwen3_5ForCausalLMMTP"
 PHASES = {"dist": 0.06, "weights": 0.5, "pools": 0.58, "graphs": 0.8, "ready": 0.84}
 
 
-def memory_plan(args: dict, gpu_memory_gb: float = memory.DEFAULT_GPU_MEMORY_GB) -> dict:
+def memory_plan(args: dict, gpu_memory_gb: float = memory.DEFAULT_GPU_MEMORY_GB, used_by_others_gb: float = 0.0) -> dict:
     """The pools of one rank (sglang_sim/memory.py: SGLang 0.5.23's arithmetic for the simulated model and GPU)."""
-    return memory.plan(args, gpu_memory_gb)
+    return memory.plan(args, gpu_memory_gb, used_by_others_gb)
+
+
+def _srt(path, line, function, code):
+    return ("%s/sglang/srt/%s" % (multinode.SITE, path), line, function, code)
+
+
+# Frames of the 0.5.23 wheel (sglang/srt/...) down to where torch raises; torch's own frames come with the error.
+SET_DEVICE_FRAMES = multinode.INIT_FRAMES + [
+    _srt("distributed/bootstrap.py", 133, "init_parallel_runtime", "torch.get_device_module(device).set_device(get_device().gpu_id)"),
+]
+MODEL_RUNNER_FRAMES = [
+    _srt("managers/scheduler.py", 6362, "run_scheduler_process", "scheduler = Scheduler(server_args, port_args)"),
+    _srt("managers/scheduler.py", 568, "__init__", "self.init_model_worker()"),
+    _srt("managers/scheduler.py", 1130, "init_model_worker", "self.init_tp_model_worker()"),
+    _srt("managers/scheduler.py", 1033, "init_tp_model_worker", "self.tp_worker = TpModelWorker(**worker_kwargs)"),
+    _srt("managers/tp_worker.py", 319, "__init__", "self._init_model_runner()"),
+    _srt("managers/tp_worker.py", 487, "_init_model_runner", "self._model_runner = ModelRunner("),
+]
+BALANCE_FRAMES = MODEL_RUNNER_FRAMES + [
+    _srt("model_executor/model_runner.py", 466, "__init__", "self.init_torch_distributed()"),
+    _srt("model_executor/model_runner.py", 1262, "init_torch_distributed",
+         "self.pre_model_load_memory = bootstrap.measure_pre_model_load_memory("),
+    _srt("distributed/bootstrap.py", 215, "measure_pre_model_load_memory", "_check_tp_memory_balance("),
+    _srt("distributed/bootstrap.py", 450, "_check_tp_memory_balance", "raise RuntimeError(msg)"),
+]
+# Illustrative below load_model: the model's parameters are created on the GPU layer by layer.
+WEIGHT_FRAMES = MODEL_RUNNER_FRAMES + [
+    _srt("model_executor/model_runner.py", 499, "__init__", "self.initialize()"),
+    _srt("model_executor/model_runner.py", 715, "initialize", "self.load_model()"),
+    _srt("model_executor/model_runner.py", 1312, "load_model", "loaded = load_model_with_memory_saver("),
+    _srt("model_executor/model_runner_components/load_model_utils.py", 346, "load_model_with_memory_saver",
+         "model = loader.load_model("),
+    _srt("model_loader/loader.py", 1014, "load_model", "model = _initialize_model("),
+    _srt("model_loader/loader.py", 309, "_initialize_model", "model = model_class(**kwargs)"),
+    _srt("layers/linear.py", 494, "__init__", "self.quant_method.create_weights("),
+    _srt("layers/quantization/unquant.py", 557, "create_weights", "torch.empty("),
+]
+POOL_FRAMES = [
+    _srt("managers/scheduler.py", 6362, "run_scheduler_process", "scheduler = Scheduler(server_args, port_args)"),
+    _srt("managers/scheduler.py", 1090, "init_target_memory_pool", "self.tp_worker.alloc_memory_pool("),
+    _srt("mem_cache/memory_pool.py", 412, "__init__", "self.ssm_states = torch.zeros("),
+]
+
+
+def memory_inbalance_check_enabled() -> bool:
+    """environ.py: SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK, an EnvBool that defaults to True."""
+    value = os.environ.get("SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", "").lower()
+    if value in ("", "true", "1", "yes", "y"):
+        return True
+    if value in ("false", "0", "no", "n"):
+        return False
+    raise ValueError('"%s" is not a valid boolean value' % value)
 
 
 def capture_sizes(max_bs: int):
@@ -111,14 +166,20 @@ def peer_lost_traceback(args: dict, rank: int, peer: str) -> str:
                                       "RuntimeError: %s Connection closed by peer %s" % (multinode.GLOO_PAIR, peer))
 
 
-def run_scheduler_rank(rank: int, args: dict, knobs, ready_fd: int, start: float, parent_pid: int, holder=None) -> int:
-    """Print one rank's startup, then report ready on ready_fd (or die of the OOM fault). Returns an exit code.
+def _mib(gib: float) -> int:
+    """GiB as the whole MiB the driver's ledger counts, rounded up."""
+    return int(math.ceil(gib * 1024 - 1e-9))
+
+
+def run_scheduler_rank(rank: int, args: dict, knobs, ready_fd: int, start: float, parent_pid: int, holder=None,
+                       cuda=None) -> int:
+    """Print one rank's startup on its GPU (``cuda``: what torch sees, sglang_sim/cuda.py), then report ready on
+    ready_fd with the memory the pools were sized from, or die as SGLang does. Returns an exit code.
 
     With --nnodes > 1 the rank first meets the others at the init address (sglang_sim/multinode.py); the communicator
-    is put in holder["comm"] for the scheduler's loop."""
+    is put in holder["comm"] for the scheduler's loop, and the GPU (its open nodes, its memory) in holder["device"]."""
     tag = logfmt.rank_tag(rank, args["tp_size"])
     total = knobs.startup_seconds
-    plan = memory_plan(args, knobs.gpu_memory_gb)
     spec = args["speculative_algorithm"] is not None
     # distributed/bootstrap.py: init_parallel_runtime.
     logfmt.log("Init parallel begin.", tag)
@@ -131,6 +192,17 @@ def run_scheduler_rank(rank: int, args: dict, knobs, ready_fd: int, start: float
                      "_parse_port" if str(error).startswith(("Invalid port", "Port out")) else "parse", "raise ValueError(")
             return _scheduler_exception(multinode.format_traceback(multinode.PARSE_FRAMES + [frame], "ValueError: %s" % error),
                                         tag, parent_pid)
+    # init_parallel_runtime selects the rank's GPU before it builds the process groups; CUDA creates its context there.
+    device = cuda_mod.RankDevice(cuda if cuda is not None else cuda_mod.Cuda.load(), multinode.gpu_id(args, rank), "sglang::scheduler_TP%d" % rank,
+                                 parent_pid)
+    try:
+        device.set_device(_mib(memory.CUDA_CONTEXT_GB))
+    except cuda_mod.CudaFailure as failure:
+        logfmt.log("Context: device=%s gpu_id=%s CUDA_VISIBLE_DEVICES=%s tp_rank=%s"
+                   % (args["device"], device.gpu_id, os.environ.get("CUDA_VISIBLE_DEVICES"), rank), tag)
+        return _scheduler_exception(failure.traceback(SET_DEVICE_FRAMES), tag, parent_pid)
+    if holder is not None:
+        holder["device"] = device
     if multinode.is_multinode(args):
         comm = multinode.Communicator(rank, args["tp_size"])
         began = time.time()
@@ -149,7 +221,24 @@ def run_scheduler_rank(rank: int, args: dict, knobs, ready_fd: int, start: float
     else:
         _sleep_until(start, total, PHASES["dist"])
         logfmt.log("Init parallel ends. elapsed=%.2f s" % (total * PHASES["dist"]), tag)
+
+    # bootstrap.py: measure_pre_model_load_memory - the pools are sized from the memory free now, the smallest over
+    # the TP ranks (this node's: (total, held by others, free) MiB per GPU); the rank's own free memory is its "avail".
+    figures = device.pre_model_load([multinode.gpu_id(args, other) for other in multinode.tp_rank_range(args)])
+    local_gb = figures[device.gpu_id][2] / 1024.0
+    limit_total, limit_others, limit_free = min(figures.values(), key=lambda figure: figure[2])
+    pre_gb = limit_free / 1024.0
+    if args["tp_size"] > 1 and pre_gb < local_gb * 0.9:
+        # _check_tp_memory_balance (the f-string's `=` specifier writes each value's repr).
+        message = ("The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
+                   "pre_model_load_memory=%r, local_gpu_memory=%r, local_gpu_memory * 0.9=%r" % (pre_gb, local_gb, local_gb * 0.9))
+        if memory_inbalance_check_enabled():
+            return _scheduler_exception(multinode.format_traceback(BALANCE_FRAMES, "RuntimeError: " + message), tag, parent_pid)
+        logfmt.log(message, tag)
     logfmt.log("Memory baseline taken. mem usage=0.21 GB", tag)
+    plan = memory_plan(args, limit_total / 1024.0, limit_others / 1024.0)
+    # This rank's GPU may have more free than the one the pools were sized for.
+    extra_gb = local_gb - plan["pre_gb"]
 
     def wait_phase(fraction):
         if comm is None:
@@ -163,13 +252,32 @@ def run_scheduler_rank(rank: int, args: dict, knobs, ready_fd: int, start: float
                 "RuntimeError: %s Connection closed by peer %s" % (multinode.GLOO_PAIR, lost.peer)), tag, parent_pid)
         return None
 
-    logfmt.log("Load weight begin. avail mem=%.2f GB" % plan["pre_gb"], tag)
+    def out_of_memory(failure, frames):
+        # Ranks fail a little apart; the first SIGQUIT makes the launcher kill the others, as with SGLang.
+        time.sleep(0.02 * rank)
+        return _scheduler_exception(failure.traceback(frames), tag, parent_pid)
+
+    tp = max(1, args["tp_size"])
+    logfmt.log("Load weight begin. avail mem=%.2f GB" % local_gb, tag)
+    # model_runner.py: load_model - the parameters take the GPU's memory layer by layer (largest tensor of a layer:
+    # its MLP gate_up_proj); what does not fit is torch's OutOfMemoryError.
+    weights_mib = _mib(plan["weights_gb"])
+    try:
+        device.grow(device.context_mib + weights_mib, 2 * memory.FFN * memory.HIDDEN * 2 // tp, 0)
+    except cuda_mod.CudaFailure as failure:
+        return out_of_memory(failure, WEIGHT_FRAMES)
     if wait_phase(PHASES["weights"]):
         return 1
-    avail = plan["pre_gb"] - plan["weights_gb"]
+    avail = local_gb - plan["weights_gb"]
     logfmt.log("Load weight end. elapsed=%.2f s, type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB."
                % (total * (PHASES["weights"] - PHASES["dist"]), ARCHITECTURE, avail, plan["weights_gb"]), tag)
     if spec:
+        # The MTP draft starts with its own embed_tokens copy.
+        try:
+            device.grow(device.context_mib + weights_mib + _mib(plan["draft_gb"]), memory.VOCAB * memory.HIDDEN * 2 // tp,
+                        int(plan["weights_gb"] * memory.GIB))
+        except cuda_mod.CudaFailure as failure:
+            return out_of_memory(failure, WEIGHT_FRAMES)
         avail -= plan["draft_gb"]
         logfmt.log("Load weight end. elapsed=0.41 s, type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB."
                    % (DRAFT_ARCHITECTURE, avail, plan["draft_gb"]), tag)
@@ -183,6 +291,13 @@ def run_scheduler_rank(rank: int, args: dict, knobs, ready_fd: int, start: float
         time.sleep(0.02 * rank)
         text = error_traceback(plan) if refused and plan["error"][0] != "oom_mamba" else oom_traceback(args, plan)
         return _scheduler_exception(text, tag, parent_pid)
+    # The pools take what the plan gives them (sized to fit; another process may have taken memory since).
+    loaded_gb = plan["weights_gb"] + plan["draft_gb"]
+    try:
+        device.grow(device.context_mib + _mib(loaded_gb + plan["available_after_load_gb"] - plan["after_pools_gb"]),
+                    int(plan["ssm_gb"] * memory.GIB), int(loaded_gb * memory.GIB))
+    except cuda_mod.CudaFailure as failure:
+        return out_of_memory(failure, POOL_FRAMES)
     logfmt.log("Mamba Cache is allocated. max_mamba_cache_size: %d, conv_state size: %.2fGB, ssm_state size: %.2fGB "
                % (plan["mamba_size"], plan["conv_gb"], plan["ssm_gb"]), tag)
     logfmt.log("KV Cache is allocated. #tokens: %d, K size: %.2f GB, V size: %.2f GB"
@@ -196,11 +311,12 @@ def run_scheduler_rank(rank: int, args: dict, knobs, ready_fd: int, start: float
                    "slots per request). To raise it: increase --mamba-full-memory-ratio or --max-mamba-cache-size, or "
                    "halve the state size with --mamba-ssm-dtype bfloat16."
                    % (int(capped_to), plan["mamba_size"], plan["slots_per_request"]), tag)
-    logfmt.log("Memory pool end. avail mem=%.2f GB" % plan["after_pools_gb"], tag)
+    after_pools_gb = plan["after_pools_gb"] + extra_gb
+    logfmt.log("Memory pool end. avail mem=%.2f GB" % after_pools_gb, tag)
     logfmt.log("Using hybrid linear attention backend for hybrid GDN models.", tag)
     if not args["disable_cuda_graph"]:
         sizes = capture_sizes(args["cuda_graph_max_bs_decode"])
-        avail = plan["after_pools_gb"]
+        avail = after_pools_gb
         phases = [("target verify", "num_tokens_per_req=%d, " % args["speculative_num_draft_tokens"]),
                   ("draft decode", "")] if spec else [("decode", "")]
         step = (PHASES["graphs"] - PHASES["pools"]) / len(phases)
@@ -216,10 +332,11 @@ def run_scheduler_rank(rank: int, args: dict, knobs, ready_fd: int, start: float
         logfmt.log("max_total_num_tokens=%d, chunked_prefill_size=%d, max_prefill_tokens=%d, max_running_requests=%d, "
                    "context_len=%d, available_gpu_mem=%.2f GB"
                    % (plan["kv_tokens"], args["chunked_prefill_size"], args["max_prefill_tokens"], plan["max_running_requests"],
-                      args["context_length"], max(0.3, plan["after_pools_gb"] - 0.4)), tag)
+                      args["context_length"], max(0.3, after_pools_gb - 0.4)), tag)
     if wait_phase(PHASES["ready"]):
         return 1
-    os.write(ready_fd, b"ready\n")
+    # The launcher sizes the scheduler from the same figures (TP rank 0's).
+    os.write(ready_fd, ("ready %r %r\n" % (limit_total / 1024.0, limit_others / 1024.0)).encode())
     os.close(ready_fd)
     return 0
 

@@ -2,13 +2,17 @@
 # Copyright: llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Helpers that run the SGLang simulator (simulators/sglang_sim) as a subprocess on 127.0.0.1 with a free port."""
+"""Helpers that run the SGLang simulator (simulators/sglang_sim) as a subprocess on 127.0.0.1 with a free port,
+on the GPUs of a GPU kit (GpuKit: the NVIDIA driver stand-in with its own proc files, device nodes and memory ledger)."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
+import shutil
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -20,6 +24,100 @@ import pytest
 SIM_SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "simulators", "sglang_sim"))
 if SIM_SOURCE not in sys.path:
     sys.path.insert(0, SIM_SOURCE)
+
+from sglang_sim import cuda as sim_cuda  # noqa: E402  pylint: disable=wrong-import-position
+
+DRIVER_STANDIN = os.path.abspath(os.path.join(SIM_SOURCE, "..", "standins", "nvidia_driver", "nvidia_standin.py"))
+DRIVER_VERSION = "580.95.05"
+KERNEL_VERSION_LINE = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  %s  Release Build  (pve-sim@gpu-kit)  "
+                       "Tue Sep 30 10:00:00 UTC 2025\n" % DRIVER_VERSION)
+UVM_MAJOR = 508      # nvidia-uvm's major is dynamic (/proc/devices); one a host could give it
+A6000_MIB = 49140    # nvidia-smi memory.total of an RTX A6000
+H200_MIB = 143771    # of an H200
+# (PCI bus ID, UUID) of the kit's GPUs, in bus order; device minors follow the index.
+KIT_GPUS = [("0000:18:00.0", "GPU-3b1f8c2e-7d4a-5e90-b6c1-2f8e9a0d4c17"),
+            ("0000:28:00.0", "GPU-a6e0d953-1c7b-4f28-8e3d-90b5c7f1e246")]
+
+
+class GpuKit:
+    """GPUs as the NVIDIA driver stand-in shows them to a container: the kernel module's proc files, the device nodes
+    (real character nodes made with mknod: root only), the node's memory ledger, and the driver stand-in installed in
+    ``standin_dir`` with its driver.json, as the installer stand-in installs it; SGLANG_SIM_NVIDIA_STANDIN_DIR points
+    the simulator there."""
+
+    def __init__(self, root, gpus=2, memory_mib=A6000_MIB, missing_nodes=(), name="NVIDIA RTX A6000"):
+        """``gpus`` GPUs of ``memory_mib`` MiB; ``missing_nodes``: device nodes not passed in (``nvidia1``,
+        ``nvidiactl``, ``nvidia-uvm``), as in a container whose GPU passthrough is incomplete."""
+        if os.geteuid() != 0:
+            pytest.skip("the GPU kit makes /dev/nvidia* character nodes with mknod, which needs root")
+        self.root = str(root)
+        self.proc_dir = os.path.join(self.root, "proc-driver-nvidia")
+        self.dev_dir = os.path.join(self.root, "dev")
+        self.ledger_dir = os.path.join(self.root, "gpu-memory")
+        self.standin_dir = os.path.join(self.root, "nvidia-standin")
+        for directory in (self.proc_dir, self.dev_dir, self.ledger_dir, self.standin_dir):
+            os.makedirs(directory, exist_ok=True)
+        shutil.copyfile(DRIVER_STANDIN, os.path.join(self.standin_dir, sim_cuda.MODULE_FILE))
+        with open(os.path.join(self.standin_dir, sim_cuda.CONFIG_FILE), "w", encoding="utf-8") as handle:
+            json.dump({"proc_dir": self.proc_dir, "dev_dir": self.dev_dir, "ledger_dir": self.ledger_dir,
+                       "driver_version": DRIVER_VERSION, "cuda_version": "13.0"}, handle)
+        self.module, _driver = sim_cuda.load_driver(self.env())
+        self.gpus = [{"bus_id": bus_id, "uuid": uuid, "name": name, "minor": minor, "memory_total_mib": memory_mib}
+                     for minor, (bus_id, uuid) in enumerate(KIT_GPUS[:gpus])]
+        self.module.write_driver_state(self.proc_dir, self.ledger_dir, self.gpus, DRIVER_VERSION)
+        with open(os.path.join(self.proc_dir, "version"), "w", encoding="utf-8") as handle:
+            handle.write(KERNEL_VERSION_LINE)
+        nodes = [("nvidiactl", self.module.NVIDIA_MAJOR, self.module.CTL_MINOR), ("nvidia-uvm", UVM_MAJOR, 0)]
+        nodes += [("nvidia%d" % gpu["minor"], self.module.NVIDIA_MAJOR, gpu["minor"]) for gpu in self.gpus]
+        for node, major, minor in nodes:
+            if node in missing_nodes:
+                continue
+            try:
+                os.mknod(os.path.join(self.dev_dir, node), stat.S_IFCHR | 0o666, os.makedev(major, minor))
+            except PermissionError as error:
+                pytest.skip("mknod is not allowed here (%s): the GPU kit needs real character nodes" % error)
+
+    def env(self):
+        return {sim_cuda.STANDIN_DIR_ENV: self.standin_dir}
+
+    def driver(self):
+        return self.module.Driver.from_config(os.path.join(self.standin_dir, sim_cuda.CONFIG_FILE))
+
+    def gpu(self, index):
+        """The kit's GPU ``index`` (the node's nvidia-smi index) as the driver describes it."""
+        return self.driver().gpus()[index]
+
+    def live(self, index):
+        """The live allocations on GPU ``index``: dicts pid, process_name, used_mib, gpu_uuid, ..."""
+        return self.driver().ledger.live(self.gpu(index))
+
+    def node_rdev(self, node):
+        return os.stat(os.path.join(self.dev_dir, node)).st_rdev
+
+    def nvidia_smi(self, argv):
+        """(exit status, standard output) of the stand-in's nvidia-smi for this kit."""
+        out = io.StringIO()
+        code = self.module.nvidia_smi(list(argv), self.driver(), out, io.StringIO())
+        return code, out.getvalue()
+
+
+# The kit every simulator run gets unless it names another: conftest.py sets how to build it; it is built the first
+# time a run needs it (tests that start no simulator make none).
+_DEFAULT_KIT = {"factory": None, "kit": None}
+
+
+def use_default_kit(factory):
+    """Build the default kit with ``factory()`` when a run needs it (None: no default kit)."""
+    _DEFAULT_KIT.update(factory=factory, kit=None)
+
+
+def default_kit() -> GpuKit:
+    if _DEFAULT_KIT["kit"] is None:
+        if _DEFAULT_KIT["factory"] is None:
+            raise RuntimeError("no GPU kit: simulator runs need tests/unit/simulators/conftest.py's fixtures")
+        _DEFAULT_KIT["kit"] = _DEFAULT_KIT["factory"]()
+    return _DEFAULT_KIT["kit"]
+
 
 READY_LINE = "The server is fired up and ready to roll!"
 # What the spec_decode_stats parser reads: an optional millisecond part and optional DP/TP tags.
@@ -38,11 +136,16 @@ def free_port() -> int:
 
 
 def sim_env(**extra) -> dict:
+    """The simulator's environment: this one without SGLANG_SIM_* and CUDA_VISIBLE_DEVICES, the default GPU kit's
+    driver unless ``extra`` names one (SGLANG_SIM_NVIDIA_STANDIN_DIR), then ``extra``."""
     env = dict(os.environ)
     env["PYTHONPATH"] = SIM_SOURCE + os.pathsep + env.get("PYTHONPATH", "")
-    env.pop("SGLANG_LOG_MS", None)
+    for key in ["SGLANG_LOG_MS", "CUDA_VISIBLE_DEVICES", "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK"]:
+        env.pop(key, None)
     for key in [key for key in env if key.startswith("SGLANG_SIM_")]:
         env.pop(key)
+    if sim_cuda.STANDIN_DIR_ENV not in extra:
+        env.update(default_kit().env())
     env.update({key: str(value) for key, value in extra.items()})
     return env
 
@@ -163,15 +266,15 @@ SPEC_ARGS = ["--speculative-algo", "NEXTN", "--speculative-num-steps", "3", "--s
              "--speculative-num-draft-tokens", "4", "--reasoning-parser", "qwen3"]
 
 
-# One simulated H200 (nvidia-smi memory.total 143771 MiB), for runs with TP 1: the 27B bf16 model with MTP does not fit
-# one 48 GB card, and on one 80 GB card its state pool serves no request: SGLang refuses both starts, so does the simulator.
-ONE_BIG_CARD = str(143771 / 1024.0)
-
-
+# H200s (nvidia-smi memory.total 143771 MiB), for runs with TP 1: the 27B bf16 model with MTP does not fit one 48 GB
+# card, and on one 80 GB card its state pool serves no request: SGLang refuses both starts, so does the simulator.
 @pytest.fixture
-def start_sim_on_one_big_card(start_sim):
-    """start_sim with a simulated GPU large enough for TP 1 (test modules import it as their start_sim)."""
+def start_sim_on_one_big_card(start_sim, make_gpu_kit):
+    """start_sim on a kit of two H200s, large enough for TP 1 (test modules import it as their start_sim)."""
+    kit = make_gpu_kit(memory_mib=H200_MIB, name="NVIDIA H200")
+
     def _start(args=(), **env):
-        env.setdefault("SGLANG_SIM_GPU_MEMORY_GB", ONE_BIG_CARD)
+        for key, value in kit.env().items():
+            env.setdefault(key, value)
         return start_sim(args, **env)
     return _start

@@ -179,6 +179,16 @@ def test_faults_combine_and_healthy_is_empty():
         knobs.parse_faults("explode")
 
 
+@pytest.mark.parametrize("argv, env", [([], {"SGLANG_SIM_GPU_MEMORY_GB": "80"}), (["--sim-gpu-memory-gb=80"], {})],
+                         ids=["environment", "flag"])
+def test_the_removed_gpu_memory_knob_is_refused(argv, env):
+    # The GPUs' memory is the driver's now; a run still told a size would silently run on other figures.
+    result = run_cli(["--model-path", "m"] + argv, **env)
+    assert result.returncode == 2
+    assert ("SGLANG_SIM_GPU_MEMORY_GB / --sim-gpu-memory-gb was removed: the GPUs and their memory are what the NVIDIA "
+            "driver stand-in reports") in result.stderr
+
+
 def test_unknown_fault_in_environment_exits_2():
     result = run_cli(["--model-path", "m"], SGLANG_SIM_FAULT="explode")
     assert result.returncode == 2

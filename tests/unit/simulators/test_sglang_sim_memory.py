@@ -13,7 +13,7 @@ import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import memory_plan, model_config, sglang_log
 from ansible_collections.llmops.serving.tests.unit.simulators.sim_harness import READY_LINE, SPEC_ARGS
-from sglang_sim import memory, resolution
+from sglang_sim import cuda, memory, resolution
 
 CONFIG = json.loads((pathlib.Path(__file__).parents[1] / "plugins" / "module_utils" / "data" / "models"
                      / "qwen3.6-27b-from-model-card.json").read_text())
@@ -52,18 +52,16 @@ def test_refusals():
     assert memory.plan(sim_args(tp_size=1), A6000_GB)["error"][0] == "weights"
 
 
-def test_gpu_settings_follow_the_simulated_card(monkeypatch):
-    monkeypatch.setattr(resolution, "SIMULATED_GPU_MEMORY_GB", A6000_GB)
+def test_gpu_settings_follow_the_card_nvidia_smi_reports(gpu_kit):
     args = {"mem_fraction_static": None, "chunked_prefill_size": None, "cuda_graph_max_bs_decode": None,
             "max_running_requests": 16, "tp_size": 2, "mamba_full_memory_ratio": None}
-    resolution.handle_gpu_memory_settings(args)
+    resolution.handle_gpu_memory_settings(args, cuda.Cuda.load(gpu_kit.env()))
     assert (args["chunked_prefill_size"], args["cuda_graph_max_bs_decode"]) == (4096, 16)
     assert round(args["mem_fraction_static"], 3) == 0.774
 
 
 def test_pool_lines_parse_back_to_the_plan(start_sim):
-    sim = start_sim(["--tp-size", "2", "--max-running-requests", "16", "--mamba-full-memory-ratio", "0.5"] + SPEC_ARGS,
-                    SGLANG_SIM_GPU_MEMORY_GB=str(A6000_GB))
+    sim = start_sim(["--tp-size", "2", "--max-running-requests", "16", "--mamba-full-memory-ratio", "0.5"] + SPEC_ARGS)
     sim.wait_ready()
     actual = sglang_log.parse_pool_lines(sim.log().splitlines())
     expected = memory.plan(sim_args(), A6000_GB)
@@ -74,8 +72,7 @@ def test_pool_lines_parse_back_to_the_plan(start_sim):
 
 
 def test_a_configuration_that_does_not_fit_is_refused_with_sglangs_error(start_sim):
-    sim = start_sim(["--tp-size", "2", "--mem-fraction-static", "0.62"] + SPEC_ARGS,
-                    SGLANG_SIM_GPU_MEMORY_GB=str(A6000_GB))
+    sim = start_sim(["--tp-size", "2", "--mem-fraction-static", "0.62"] + SPEC_ARGS)
     assert sim.proc.wait(timeout=15) == -signal.SIGKILL
     log = sim.log()
     assert "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed " \

@@ -42,11 +42,15 @@ def status_of(url):
 
 
 @pytest.fixture
-def nodes(start_sim):
-    """nodes(node_rank, init_addr, *extra) -> SimProcess of one rank (tp 2 over 2 nodes); start_sim kills all at teardown."""
+def nodes(start_sim, gpu_kit, make_gpu_kit):
+    """nodes(node_rank, init_addr, *extra) -> SimProcess of one rank (tp 2 over 2 nodes); start_sim kills all at teardown.
+    Each node is a machine of its own: its own GPU kit (both ranks use their node's GPU 0)."""
+    kits = {0: gpu_kit, 1: make_gpu_kit()}
 
     def _start(node_rank, init_addr, *extra, **env):
         args = ["--tp-size", "2", "--nnodes", "2", "--node-rank", str(node_rank), "--dist-init-addr", init_addr] + list(extra)
+        for key, value in kits[node_rank].env().items():
+            env.setdefault(key, value)
         return start_sim(args, **env)
 
     return _start

@@ -26,7 +26,6 @@ INCIDENT_REQUEST = {"messages": QUESTION, "temperature": 0.7}
 CARD_GENERATION_CONFIG = {"temperature": 1.0, "top_p": 0.95, "top_k": 20, "min_p": 0.0, "repetition_penalty": 1.0,
                           "presence_penalty": 1.5, "do_sample": True}
 PREFERRED = '{"temperature": 1.0, "top_p": 0.95, "top_k": 20, "min_p": 0.0, "presence_penalty": 1.5, "repetition_penalty": 1.0}'
-SMALL_GPU = str(49140 / 1024.0)
 # http_server.py: _execute_server_warmup - the server's own first request, logged like any other before the ready line
 # (levels 0 and 1 leave its text out, so the tests tell it by where it is).
 WARM_UP_TEXT = "The capital city of France is"
@@ -64,8 +63,7 @@ def start_logging_sim(start_sim, tmp_path):
     """A simulator on the card's generation_config.json with extra flags (--log-requests ... or nothing)."""
     def _start(flags, **env):
         sim = start_sim(["--model-path", _model_dir(tmp_path), "--tp-size", "2", "--max-running-requests", "4",
-                         "--preferred-sampling-params", PREFERRED] + list(flags),
-                        SGLANG_SIM_GPU_MEMORY_GB=SMALL_GPU, **env)
+                         "--preferred-sampling-params", PREFERRED] + list(flags), **env)
         sim.wait_ready()
         return sim
     return _start
@@ -225,7 +223,7 @@ def test_target_directory_and_stdout(start_logging_sim, tmp_path):
     assert in_file[1].split("] ", 1)[1] == on_stdout.group(0).split("] ", 1)[1]
 
 
-def test_health_checks_are_logged_as_sglangs_one_token_request(start_logging_sim):
+def test_health_checks_are_logged_as_sglangs_one_token_request(start_logging_sim, make_gpu_kit):
     sim = start_logging_sim(["--log-requests", "--log-requests-level", "1"])
     assert http("GET", sim.url + "/health")[0] == 200
     assert http("GET", sim.url + "/health_generate")[0] == 200
@@ -235,7 +233,8 @@ def test_health_checks_are_logged_as_sglangs_one_token_request(start_logging_sim
         assert re.match(r"rid='HEALTH_CHECK_[0-9a-f]{32}', session_id=None, sampling_params=\{'max_new_tokens': 1, "
                         r"'temperature': 0.0\}, .*, log_metrics=False$", check["fields"])
     # SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0: /health answers without generating, /health_generate still generates.
-    quiet = start_logging_sim(["--log-requests"], SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION="0")
+    # A second server while the first runs: on GPUs of its own (the first one's hold most of their memory).
+    quiet = start_logging_sim(["--log-requests"], SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION="0", **make_gpu_kit().env())
     assert http("GET", quiet.url + "/health")[0] == 200
     assert not receive_lines(quiet, health=True)
     assert http("GET", quiet.url + "/health_generate")[0] == 200

@@ -127,7 +127,7 @@ def card_server(start_sim, tmp_path):
     sim = start_sim(["--model-path", model, "--tp-size", "2", "--max-running-requests", "4"] + SPEC_ARGS
                     + ["--preferred-sampling-params", '{"temperature": 1.0, "top_p": 0.95, "top_k": 20, "min_p": 0.0, '
                        '"presence_penalty": 1.5, "repetition_penalty": 1.0}'],
-                    SGLANG_SIM_FAULT="degenerate", SGLANG_SIM_GPU_MEMORY_GB=str(49140 / 1024.0))
+                    SGLANG_SIM_FAULT="degenerate")
     sim.wait_ready()
     return sim
 

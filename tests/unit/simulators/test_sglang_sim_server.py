@@ -136,8 +136,11 @@ def test_children_titles_and_sigterm(start_sim):
 def test_sigterm_clean_exit_knob_and_parent_death(start_sim):
     sim = start_sim(["--tp", "2"], SGLANG_SIM_SIGTERM_EXIT="clean")
     sim.wait_ready()
+    first_children = list(sim.children())
     sim.proc.send_signal(signal.SIGTERM)
     assert sim.proc.wait(timeout=15) == 0
+    # The next server needs the GPU memory the first one's ranks held until they died.
+    assert wait_gone(first_children)
     other = start_sim([])
     other.wait_ready()
     children = list(other.children())

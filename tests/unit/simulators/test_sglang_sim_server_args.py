@@ -15,20 +15,9 @@ import pytest
 import yaml
 
 from ansible_collections.llmops.serving.tests.unit.simulators.sim_harness import SIM_SOURCE, http
+# A fixture, requested by the tests under this name: these runs use TP 1, on an H200.
+from ansible_collections.llmops.serving.tests.unit.simulators.sim_harness import start_sim_on_one_big_card as start_sim  # pylint: disable=unused-import
 from sglang_sim import arg_types, cli, config_file, server_args
-
-
-# One simulated H200 (nvidia-smi memory.total 143771 MiB): these runs use TP 1; the 27B bf16 model with MTP does not fit
-# one 48 GB card, and on one 80 GB card its state pool serves no request: SGLang refuses both starts, so does the simulator.
-ONE_BIG_CARD = str(143771 / 1024.0)
-
-
-@pytest.fixture
-def start_sim(start_sim):
-    def _start(args=(), **env):
-        env.setdefault("SGLANG_SIM_GPU_MEMORY_GB", ONE_BIG_CARD)
-        return start_sim(args, **env)
-    return _start
 
 
 DUMP_TOOL = os.path.join(SIM_SOURCE, "tools", "dump_sglang_args.py")
