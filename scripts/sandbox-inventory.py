@@ -10,7 +10,7 @@ SANDBOX_MODEL_NODES=M`).
 
 Writes <inventory>/sandbox-containers.yml with sandbox-llm-c, -d, ... (COUNT - 2 hosts) in the group sglang_servers,
 each with the variables the two tracked ones have in host_vars/ (its address on the sandbox bridge, VMID, hostname,
-instance and port), following their numbering. With M >= 2, M more containers after those run ONE model across them
+instance, port and GPUs), following their numbering. With M >= 2, M more containers after those run ONE model across them
 (multi-node tensor parallelism): hosts sandbox-llm-<next letters> in sglang_servers and in the model group
 MODEL_GROUP (in rank order), whose group variables give the model's instance, port and TP size (two ranks per
 container: the GPU kit's two GPUs). Removes the file when there is nothing to add. Ansible reads every file of an
@@ -29,7 +29,7 @@ import sys
 # After hosts.yml in name order: Ansible reads an inventory directory sorted, and the rollout keeps that order.
 GENERATED_NAME = "sandbox-containers.yml"
 TRACKED = 2                      # sandbox-llm-a and -b: inventories/sandbox/hosts.yml and host_vars/
-MAX_CONTAINERS = 26              # one letter each
+MAX_CONTAINERS = 16              # the GPU kit's 32 GPUs (pve_sim/gpu_kit.py MAX_GPUS), two per container
 FIRST_VMID = 301
 FIRST_ADDRESS = 11               # 10.213.0.11 on the bridge llmsbx0 (10.213.0.0/24, pve-sim's gateway .1)
 FIRST_PORT = 30000
@@ -59,6 +59,8 @@ def container(index, own_server=True):
         "sandbox_container_ip": "10.213.0.%d" % (FIRST_ADDRESS + index),
         "pve_container_vmid": FIRST_VMID + index,
         "pve_container_hostname": "llm-%s" % letter,
+        # Its own GPUs of the kit (two per container, in inventory order), as a user assigns them.
+        "pve_container_gpus": [GPUS_PER_CONTAINER * index + gpu for gpu in range(GPUS_PER_CONTAINER)],
     }
     if own_server:
         variables.update({"sglang_service_instance": "qwen36-%s" % letter, "sglang_service_port": FIRST_PORT + index})

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # `make sandbox` / `make sandbox-down`: the whole deployment on this machine, without GPU or Proxmox.
 #
-# up:   the node's stand-ins (GPU kit under /dev/llmops-sandbox, a stand-in root for the node's files), the site
+# up:   the node's stand-ins (GPU kit: two GPUs per container, their nodes in /dev; a stand-in root for the node's files), the site
 #       mirror, an SSH key and the API key, the Proxmox VE simulator with the bridge llmsbx0 (10.213.0.1/24, no route
 #       beyond this machine); then `ansible-playbook -i inventories/sandbox deploy.yml` and the verification summary.
 #       Rerunning it is a rerun of the deployment (changed=0 when nothing changed).
-# down: the containers, the simulator (and the bridge it made), /dev/llmops-sandbox and .build/sandbox; nothing else
+# down: the containers, the simulator (and the bridge it made), the kit's /dev/nvidia* nodes and .build/sandbox; nothing else
 #       (the template cache .build/pve-sim-cache is shared with the tests and kept).
 # Extra arguments after `up` go to ansible-playbook (e.g. scripts/sandbox.sh up --tags service).
 # SANDBOX_CONTAINERS=N (default 2) adds sandbox-llm-c, -d, ... to the inventory (scripts/sandbox-inventory.py);
@@ -19,7 +19,8 @@ SANDBOX_DIR="$REPO_ROOT/.build/sandbox"
 PVE_STATE="$SANDBOX_DIR/pve-sim"
 TEMPLATE_CACHE="${PVE_SIM_TEMPLATE_CACHE:-$REPO_ROOT/.build/pve-sim-cache}"
 TEMPLATE="debian-12-standard_12.7-1_amd64.tar.zst"
-DEV_DIR=/dev/llmops-sandbox
+# Two GPUs per container (scripts/sandbox-inventory.py assigns them in inventory order).
+GPUS_PER_CONTAINER=2
 # Must match inventories/sandbox (pve_container_api_port, pve_container_net0, sandbox_driver_version).
 API_LISTEN=127.0.0.1:18006
 BRIDGE=llmsbx0=10.213.0.1/24
@@ -33,10 +34,13 @@ pve_sim() {
 
 prepare_node() {
   local root="$SANDBOX_DIR/node-root"
-  # The node's GPUs: character nodes with NVIDIA's majors, a proc version file and a stand-in nvidia-smi; and stand-ins
-  # for the node's nvidia-modprobe (it (re)creates the uvm nodes with the same major, as on a real node) and udevadm.
-  pve_sim gpu-kit --root "$SANDBOX_DIR/gpu-kit" --uvm-major "$UVM_MAJOR" --gpus 2 --driver-version "$DRIVER_VERSION" \
-    --dev-dir "$DEV_DIR" --real-dev --node-root "$root" >/dev/null
+  local gpus=$((GPUS_PER_CONTAINER * (${SANDBOX_CONTAINERS:-2} + ${SANDBOX_MODEL_NODES:-0})))
+  # The node's GPUs: character nodes with NVIDIA's majors in /dev, where a real node has them (gpu-kit refuses on a
+  # machine with an NVIDIA driver), the driver's proc files, its GPU memory and the node's nvidia-smi; and stand-ins
+  # for the node's nvidia-modprobe (it (re)creates the nodes, the uvm ones with the same major, as on a real node) and
+  # udevadm.
+  pve_sim gpu-kit --root "$SANDBOX_DIR/gpu-kit" --uvm-major "$UVM_MAJOR" --gpus "$gpus" --driver-version "$DRIVER_VERSION" \
+    --real-dev --node-root "$root" >/dev/null
   mkdir -p "$root/etc/udev/rules.d" "$root/etc/modules-load.d" "$root/etc/systemd/system" "$root/run/lock/lxc"
 }
 
@@ -65,7 +69,8 @@ start_simulator() {
     return
   fi
   log "sandbox: starting pve-sim on $API_LISTEN with bridge $BRIDGE"
-  pve_sim start --state-dir "$PVE_STATE" --listen "$API_LISTEN" --template-cache "$TEMPLATE_CACHE" --bridge "$BRIDGE" --wait 60
+  pve_sim start --state-dir "$PVE_STATE" --listen "$API_LISTEN" --template-cache "$TEMPLATE_CACHE" --bridge "$BRIDGE" \
+    --gpu-kit "$SANDBOX_DIR/gpu-kit" --wait 60
 }
 
 print_summary() {
@@ -77,12 +82,17 @@ routers = [json.loads(path.read_text()) for path in reports if path.name.startsw
 print("\nVerification summary (%s)" % sys.argv[1])
 def mean(value):
     return "%.2f" % value["mean"] if isinstance(value, dict) and value.get("mean") is not None else "-"
-print("%-16s %-10s %-7s %-14s %-6s %-10s %-7s %-8s %s" % ("host", "instance", "status", "deployment", "pid", "accept len", "accept", "probe", "log"))
+def gpus(row):
+    """The GPUs the server holds as the node's nvidia-smi indices ("-" when none was seen)."""
+    return ",".join(str(gpu.get("index")) for gpu in row.get("gpus") or []) or "-"
+print("%-16s %-10s %-7s %-14s %-6s %-6s %-10s %-7s %-8s %s" % ("host", "instance", "status", "deployment", "pid", "gpus", "accept len", "accept", "probe", "log"))
 for row in rows:
-    print("%-16s %-10s %-7s %-14s %-6s %-10s %-7s %-8s %s" % (
+    print("%-16s %-10s %-7s %-14s %-6s %-6s %-10s %-7s %-8s %s" % (
         row.get("host"), row.get("instance"), row.get("status"), (row.get("deployment_id") or "-")[:12] + "..",
-        row.get("main_pid"), mean(row.get("accept_length")), mean(row.get("acceptance_rate")), row.get("probe_verdict"),
+        row.get("main_pid"), gpus(row), mean(row.get("accept_length")), mean(row.get("acceptance_rate")), row.get("probe_verdict"),
         row.get("log_file")))
+    for gpu in row.get("gpus") or []:
+        print("  GPU %s: %s (/dev/nvidia%s)" % (gpu.get("index"), gpu.get("uuid"), gpu.get("minor")))
     if row.get("status") != "passed":
         print("  failed at %s: %s" % (row.get("failed_step"), row.get("message")))
 for router in routers:
@@ -133,7 +143,10 @@ down() {
   if [ -d "$PVE_STATE" ]; then
     pve_sim stop --state-dir "$PVE_STATE" || true
   fi
-  rm -rf "$DEV_DIR" "$SANDBOX_DIR"
+  if [ -d "$SANDBOX_DIR/gpu-kit" ]; then
+    pve_sim gpu-kit --root "$SANDBOX_DIR/gpu-kit" --remove >/dev/null
+  fi
+  rm -rf "$SANDBOX_DIR"
   rm -f "$INVENTORY/sandbox-containers.yml"
   log "sandbox: removed"
 }

@@ -46,8 +46,15 @@ tier_package() {
 MOLECULE_JOBS=${MOLECULE_JOBS:-2}
 MOLECULE_LONGEST_FIRST=(sglang_verify sglang_service flash_attn sglang_router sglang)
 
+# The molecule platforms' GPUs (.config/molecule/config.yml): a GPU kit whose nodes docker passes into every container,
+# all but the seventh GPU's (a GPU of the node that a container does not get).
+molecule_gpu_kit() {
+  PYTHONPATH="$REPO_ROOT/simulators/pve_sim" "$VENV/bin/python" -m pve_sim gpu-kit --root "$REPO_ROOT/.build/molecule-gpu-kit" \
+    --uvm-major 508 --gpus 7 --dev-dir /dev/llmops-molecule --real-dev >/dev/null
+}
+
 tier_molecule() {
-  scripts/docker-engine.sh && scripts/base-image.sh || return 1
+  scripts/docker-engine.sh && scripts/base-image.sh && molecule_gpu_kit || return 1
   MOLECULE_IMAGE=${MOLECULE_IMAGE:-$(scripts/base-image.sh --name)}
   export MOLECULE_IMAGE
   local scenarios=() rc=0 s pid logs

@@ -380,7 +380,8 @@ def plan_memory(dims, weights, gpu, flags, measured=None, arithmetic=SGLANG_VERS
     """Size SGLang's pools for one TP rank and judge whether the server starts and serves what was requested.
 
     ``dims``: model_config.parse_model_config; ``weights``: model_config.weight_bytes; ``gpu``: ``{"memory_mib":
-    total memory of one GPU, "count": GPUs, "cuda_context_mib": memory taken before the weights load}``;
+    total memory of one GPU, "count": GPUs, "cuda_context_mib": memory taken before the weights load, "co_tenants":
+    other servers on the same GPUs, each ``{"name", "mem_fraction_static"}`` (None: SGLang's default for this GPU)}``;
     ``flags``: server flags (keys of FLAG_DEFAULTS). ``measured`` (optional) replaces estimates with a log's figures:
     ``pre_model_load_bytes`` (free memory before loading) and ``available_after_load_bytes``. ``arithmetic``: the SGLang
     release whose sizing is followed, one of ARITHMETICS.
@@ -390,7 +391,26 @@ def plan_memory(dims, weights, gpu, flags, measured=None, arithmetic=SGLANG_VERS
     reasons, else in shortfalls, else the one closest to its limit), ``warnings``, ``limits``, ``resolved`` flags,
     ``breakdown`` (bytes per rank), ``pools`` (what SGLang would print) and ``sglang_version`` (the arithmetic).
     Raises PlanInputError for inputs the plan cannot use.
+
+    Co-tenants: SGLang sizes its static pools from the memory FREE when it starts (pre_model_load_memory), so a server
+    that starts while another holds its static share of the GPU (mem_fraction_static of what was free for it) gets
+    that much less; the plan assumes the co-tenants run, and a refusal names them first.
     """
+    plan = _plan_memory(dims, weights, gpu, flags, measured, arithmetic)
+    held = plan["breakdown"]["co_tenant_bytes"]
+    if held:
+        names = ", ".join("%s (mem_fraction_static %s)" % (tenant.get("name"), tenant.get("mem_fraction_static") or "default")
+                          for tenant in gpu.get("co_tenants") or [])
+        said = ("shared GPUs: %s hold about %.2f GiB of each GPU, leaving %.2f GiB of %.2f GiB when this server starts"
+                % (names, held / GIB, plan["breakdown"]["pre_model_load_bytes"] / GIB, plan["breakdown"]["gpu_memory_bytes"] / GIB))
+        if not plan["fits"]:
+            plan["reasons"].insert(0, said)
+        else:
+            plan["warnings"].insert(0, said)
+    return plan
+
+
+def _plan_memory(dims, weights, gpu, flags, measured, arithmetic):
     if arithmetic not in ARITHMETICS:
         raise PlanInputError("arithmetic must be one of %s, not %s" % (", ".join(ARITHMETICS), arithmetic))
     legacy = arithmetic == ARITHMETIC_0_5_9
@@ -418,8 +438,14 @@ def plan_memory(dims, weights, gpu, flags, measured=None, arithmetic=SGLANG_VERS
     measured = measured or {}
     target_weights, draft_weights = _weights_per_rank(dims, weights, tp, speculative, resolved["language_only"])
     pre = measured.get("pre_model_load_bytes")
+    held = 0
     if pre is None:
-        pre = (gpu_memory_mib - gpu.get("cuda_context_mib", DEFAULT_CUDA_CONTEXT_MIB)) * MIB
+        free = (gpu_memory_mib - gpu.get("cuda_context_mib", DEFAULT_CUDA_CONTEXT_MIB)) * MIB
+        # Each co-tenant keeps its static share of what was free when it started (this server's view is worst-case:
+        # the others started first).
+        for tenant in gpu.get("co_tenants") or []:
+            held += float(tenant.get("mem_fraction_static") or default_fraction) * free
+        pre = free - held
     available = measured.get("available_after_load_bytes")
     if available is None:
         # 0.5.9 loads the draft after the target's pools are sized: its weights are not in the budget.
@@ -438,6 +464,7 @@ def plan_memory(dims, weights, gpu, flags, measured=None, arithmetic=SGLANG_VERS
     result_pools = {"max_mamba_cache_size": None, "max_total_num_tokens": 0, "max_running_requests": 0}
     breakdown = {
         "gpu_memory_bytes": int(gpu_memory_mib * MIB),
+        "co_tenant_bytes": int(held),
         "pre_model_load_bytes": int(pre),
         "target_weights_bytes": int(target_weights),
         "draft_weights_bytes": int(draft_weights),
@@ -468,6 +495,14 @@ def plan_memory(dims, weights, gpu, flags, measured=None, arithmetic=SGLANG_VERS
                         "outside the static pools; %.2f GiB stay for activations and CUDA graphs, SGLang's default keeps "
                         "%.2f GiB; loading the draft or capturing CUDA graphs may run out of memory"
                         % (draft_weights / GIB, slack / GIB, (slack - draft_weights) / GIB, reserve / 1024.0))
+    if pre <= 0:
+        reasons.append("weights: no GPU memory is free when this server starts")
+        return plan
+    if available <= 0:
+        reasons.append("weights: %.2f GiB of weights do not fit the %.2f GiB free when this server starts; no "
+                       "mem_fraction_static makes room (more or larger GPUs, a higher tp_size, or fewer co-tenants)"
+                       % ((pre - available) / GIB, pre / GIB))
+        return plan
     if rest <= 0:
         minimum = 1 - available / float(pre)
         reasons.append("weights: %.2f GiB of weights leave no room for pools under mem_fraction_static=%.3f; raise it "

@@ -26,8 +26,6 @@ _DRIVER_VERSION = re.compile(r"^\d+\.\d+(?:\.\d+)?\Z")
 _NVML_LIBRARY_VERSION = re.compile(r"^\s*NVML library version:\s*(?P<version>\d+(?:\.\d+)+)\s*$", re.MULTILINE)
 # Matched without regard to case or spaces around the slash ("Driver/Library version mismatch" is seen too).
 _NVML_MISMATCH = re.compile(r"Driver\s*/\s*library version mismatch", re.IGNORECASE)
-# nvidia-smi -L:  GPU 0: Quadro RTX 4000 (UUID: GPU-c7b57be0-94ff-d352-a59b-d0ee00aeed43)
-_GPU_LIST_LINE = re.compile(r"^GPU (?P<index>\d+): (?P<name>.*?) \(UUID: (?P<uuid>[^)]+)\)\s*$")
 # nvcc --version:  Cuda compilation tools, release 12.4, V12.4.99
 _NVCC_RELEASE = re.compile(r"Cuda compilation tools, release (?P<release>\d+\.\d+), V(?P<version>\d+(?:\.\d+)+)")
 # libnvidia-ml.so.580.95.05 (the installer names the real library after the full driver version).
@@ -77,19 +75,6 @@ def parse_driver_version_query(text):
             raise VersionParseError("nvidia-smi printed %s where a driver version was expected" % _quote(line))
         versions.append(line)
     return versions
-
-
-def parse_gpu_list(text):
-    """Parse ``nvidia-smi -L``: a list of dicts with ``index`` (int), ``name`` and ``uuid``.
-
-    Lines that are not GPUs (MIG devices are indented under their GPU) are skipped.
-    """
-    gpus = []
-    for line in text.splitlines():
-        match = _GPU_LIST_LINE.match(line)
-        if match:
-            gpus.append({"index": int(match.group("index")), "name": match.group("name"), "uuid": match.group("uuid")})
-    return gpus
 
 
 def parse_nvml_error(text):

@@ -14,7 +14,10 @@ description:
     version; the version of every C(libnvidia-ml.so.<version>) under O(library_dirs) (the NVML library, named by
     NVIDIA's installer after the full driver version) and C(nvidia-smi --query-gpu=driver_version
     --format=csv,noheader), which only answers when NVML can talk to the kernel module.
-  - Counts the GPUs with C(nvidia-smi -L).
+  - Lists the GPUs nvidia-smi can use with their node index, UUID, PCI bus ID, device minor (C(/dev/nvidia<minor>)),
+    memory and name (one C(--query-gpu) call), and every GPU the kernel module drives from
+    C(gpus/<bus>/information) beside O(proc_version_path) (RV(driver_gpus)); inside a container the first are the
+    GPUs passed to it, the second all GPUs of the host.
   - "Compares both versions. Any difference, even in the patch level, makes every NVML and CUDA call fail with
     C(Failed to initialize NVML: Driver/library version mismatch); RV(message) names both versions side by side."
   - "When nvidia-smi reports that mismatch and no C(libnvidia-ml.so.<version>) lies in O(library_dirs), RV(message)
@@ -44,6 +47,14 @@ options:
     type: list
     elements: path
     default: [/usr/lib/x86_64-linux-gnu, /usr/lib/aarch64-linux-gnu, /usr/lib64, /usr/lib]
+  expected_gpus:
+    description:
+      - UUIDs of exactly the GPUs nvidia-smi should list here (a container's assigned GPUs). Each difference is a
+        sentence in RV(gpu_problems), with why a missing GPU is not usable as far as this host can tell. Omitted or
+        empty, nothing is compared.
+    type: list
+    elements: str
+    default: []
   nvcc:
     description:
       - Path of an C(nvcc) whose C(--version) to report under RV(nvcc). Omitted, nvcc is not run.
@@ -53,7 +64,10 @@ extends_documentation_fragment:
   - llmops.serving.attributes.read_only
 notes:
   - C(nvidia-smi) inside a container lists the GPUs whose device nodes the container can open; RV(gpu_count) is
-    therefore the number of GPUs passed through, not the number in the host.
+    therefore the number of GPUs passed through, not the number in the host, and their RV(gpus[].index) is the
+    container's own numbering. RV(driver_gpus) keeps the host's numbering.
+  - A GPU's index (PCI bus order) and its device minor need not be equal; pass GPUs by minor, name them by index or
+    UUID.
 seealso:
   - name: NVIDIA driver README, the /proc interface
     description: What /proc/driver/nvidia/version contains.
@@ -144,11 +158,25 @@ gpu_count:
   type: int
   sample: 2
 gpus:
-  description: The GPUs nvidia-smi lists, with C(index), C(name) and C(uuid).
+  description:
+    - The GPUs nvidia-smi lists, with C(index) (nvidia-smi's), C(uuid), C(bus_id), C(minor) (of C(/dev/nvidia<minor>);
+      null where nvidia-smi prints C([N/A])), C(memory_total_mib) and C(name).
   returned: always
   type: list
   elements: dict
-  sample: [{"index": 0, "name": "NVIDIA RTX A6000", "uuid": "GPU-c7b57be0-94ff-d352-a59b-d0ee00aeed43"}]
+  sample: [{"index": 0, "uuid": "GPU-c7b57be0-94ff-d352-a59b-d0ee00aeed43", "bus_id": "0000:18:00.0", "minor": 1,
+            "memory_total_mib": 49140, "name": "NVIDIA RTX A6000"}]
+driver_gpus:
+  description:
+    - Every GPU the kernel module drives, from its C(gpus/<bus>/information) files, in PCI bus order, with C(index)
+      (that order, which is nvidia-smi's index on the host), C(uuid), C(bus_id), C(minor), C(name) and C(device_node),
+      whether C(/dev/nvidia<minor>) is here - C(present) (NVIDIA's character device with that minor), C(missing) or
+      C(other) (something else at that path). Empty when the directory does not exist.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"index": 0, "uuid": "GPU-c7b57be0-94ff-d352-a59b-d0ee00aeed43", "bus_id": "0000:18:00.0", "minor": 1,
+            "name": "NVIDIA RTX A6000"}]
 match:
   description:
     - True when the kernel module and the userspace have the same version and no C(libnvidia-ml) of another
@@ -165,6 +193,15 @@ message:
   sample: >-
     host kernel module 580.95.05, container userspace 580.82.07: every CUDA/NVML call fails with 'Failed to
     initialize NVML: Driver/library version mismatch' until both are the same version
+gpu_problems:
+  description:
+    - One sentence per GPU of O(expected_gpus) that nvidia-smi does not list (the host's index and device node, and
+      whether the node is missing from here or present but not openable) and per listed GPU that is not expected;
+      also when nvidia-smi does not answer. Empty without O(expected_gpus) or when they match.
+  returned: always
+  type: list
+  elements: str
+  sample: ["GPU-5e1d0003-5e1d-4c0a-9b7e-000000000003 (the host's GPU 3, /dev/nvidia2) is not usable here: its device node is not in the container"]
 nvcc:
   description: The CUDA release of O(nvcc), with C(path), C(release), C(version) and C(major); null without O(nvcc).
   returned: always
@@ -176,13 +213,14 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmops.serving.plugins.module_utils import nvidia_gpus
+
 from ansible_collections.llmops.serving.plugins.module_utils.nvidia_versions import (
     VersionParseError,
     compare_driver_versions,
     describe_nvml_mismatch,
     nvml_library_version_from_filename,
     parse_driver_version_query,
-    parse_gpu_list,
     parse_nvcc_version,
     parse_nvml_error,
     parse_proc_version,
@@ -231,12 +269,27 @@ def query_nvidia_smi(module, program):
         result["nvml_library_version"] = failure["nvml_library_version"]
         return result
     result["versions"] = parse_driver_version_query(out)
-    rc, out, err = module.run_command([path, "-L"])
+    rc, out, err = module.run_command([path, "--query-gpu=" + ",".join(nvidia_gpus.GPU_QUERY_FIELDS), "--format=csv,noheader,nounits"])
     if rc == 0:
-        result["gpus"] = parse_gpu_list(out)
+        try:
+            result["gpus"] = nvidia_gpus.parse_gpu_query(out)
+        except nvidia_gpus.GpuError as exc:
+            raise VersionParseError(str(exc)) from None
+    elif rc == 6 or "No devices were found" in out:
+        # NVML works, but this process can open none of the module's GPUs.
+        result["gpus"] = []
     else:
-        result["error"] = parse_nvml_error(out + "\n" + err)["error"] or "nvidia-smi -L exited with %d" % rc
+        result["error"] = parse_nvml_error(out + "\n" + err)["error"] or "nvidia-smi --query-gpu exited with %d" % rc
     return result
+
+
+def read_driver_gpus(proc_version_path):
+    """The kernel module's GPUs (gpus/ beside its version file), each with whether its device node is here."""
+    try:
+        gpus = nvidia_gpus.read_driver_gpus(os.path.dirname(proc_version_path))
+    except nvidia_gpus.GpuError as exc:
+        raise VersionParseError(str(exc)) from None
+    return [dict(gpu, device_node=nvidia_gpus.device_node_state("/dev/nvidia%d" % gpu["minor"], gpu["minor"])) for gpu in gpus]
 
 
 def run(module):
@@ -271,6 +324,13 @@ def run(module):
         nvcc = read_nvcc(module, params["nvcc"])
 
     gpus = smi["gpus"]
+    driver_gpus = read_driver_gpus(params["proc_version_path"])
+    gpu_problems = []
+    if params["expected_gpus"]:
+        if gpus is None:
+            gpu_problems.append("nvidia-smi does not list the GPUs here (%s)" % (_smi_failure(smi) if smi["error"] else "not installed"))
+        else:
+            gpu_problems = nvidia_gpus.visibility_problems(params["expected_gpus"], gpus, driver_gpus)
     return {
         "changed": False,
         "kernel_module_version": kernel_version,
@@ -282,6 +342,8 @@ def run(module):
         "nvidia_smi": {key: smi[key] for key in ("path", "rc", "error", "mismatch", "nvml_library_version")},
         "gpu_count": len(gpus) if gpus is not None else None,
         "gpus": gpus or [],
+        "driver_gpus": driver_gpus,
+        "gpu_problems": gpu_problems,
         "match": match,
         "message": message,
         "nvcc": nvcc,
@@ -314,6 +376,7 @@ def main():
             library_dirs=dict(type="list", elements="path",
                               default=["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"]),
             nvcc=dict(type="path"),
+            expected_gpus=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )

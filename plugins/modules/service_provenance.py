@@ -51,6 +51,22 @@ options:
     type: list
     elements: str
     default: ['/dev/nvidia[0-9]*', '/dev/nvidiactl', '/dev/nvidia-uvm', '/dev/nvidia-uvm-tools']
+  gpus:
+    description:
+      - The UUIDs of the GPUs the unit's processes must hold, exactly (the deployment's; C(sglang_service_gpus)). The
+        GPU device nodes they hold are mapped to GPUs through the kernel module's list (O(proc_driver_dir)). A GPU of
+        the list that no process of the unit holds, or a held GPU that is not in the list, fails the check, naming the
+        GPU, its index and device node on the host, and whether that node is in the container.
+      - Omitted or empty, the held GPUs are only reported (RV(gpus_held)).
+    type: list
+    elements: str
+    default: []
+  proc_driver_dir:
+    description:
+      - The NVIDIA kernel module's C(/proc) directory (C(gpus/<bus>/information) maps a device minor to a GPU's UUID and
+        index); inside an LXC container the host's.
+    type: path
+    default: /proc/driver/nvidia
   allow_strays:
     description:
       - Report GPU device holders outside the unit in RV(strays) without failing (for example a second, deliberate
@@ -240,6 +256,14 @@ gpu_processes:
       cgroup: /system.slice/sglang-qwen36.service
       in_unit: true
       devices: [/dev/nvidia0, /dev/nvidiactl, /dev/nvidia-uvm]
+gpus_held:
+  description:
+    - The GPUs the unit's processes hold, from their device nodes and the kernel module's list, in index order -
+      C(index) (the host's nvidia-smi index), C(uuid), C(minor), C(bus_id); empty when the list cannot be read.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"index": 0, "uuid": "GPU-5e1d0000-5e1d-4c0a-9b7e-000000000000", "minor": 1, "bus_id": "0000:18:00.0"}]
 strays:
   description: Processes outside the unit that listen on O(port) or hold a GPU device node.
   returned: always
@@ -280,10 +304,13 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmops.serving.plugins.module_utils import nvidia_gpus
 from ansible_collections.llmops.serving.plugins.module_utils import procfs
 from ansible_collections.llmops.serving.plugins.module_utils import unit_check
 
 DEFAULT_GPU_DEVICES = ["/dev/nvidia[0-9]*", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+# Where a GPU's node /dev/nvidia<minor> is looked for when the server does not hold it.
+DEV_DIR = "/dev"
 
 # Problems that name a stray (templates for UnitCheck.report_stray).
 PORT_HOLDER_PROBLEM = ("port {port} is held by {process}, which is outside {unit} (cgroup {cgroup}). A server started by hand "
@@ -390,6 +417,56 @@ class ServiceProvenance(unit_check.UnitCheck):
                                   None if allow_strays else GPU_HOLDER_PROBLEM, devices=nodes)
         return sorted(set(devices.values())), gpu_processes
 
+    def check_gpu_assignment(self, gpu_processes, expected, proc_driver_dir):
+        """The GPUs the unit holds (by the device minors its processes have open), which must be ``expected`` when
+        given: a missing one is named with its node and whether the node is in the container."""
+        minors = set()
+        for process in gpu_processes:
+            if not process["in_unit"]:
+                continue
+            for path in process["devices"]:
+                try:
+                    info = os.stat(path)
+                except OSError:
+                    continue
+                if os.major(info.st_rdev) == nvidia_gpus.NVIDIA_MAJOR and os.minor(info.st_rdev) < nvidia_gpus.FIRST_CONTROL_MINOR:
+                    minors.add(os.minor(info.st_rdev))
+        try:
+            driver_gpus = nvidia_gpus.read_driver_gpus(proc_driver_dir)
+        except nvidia_gpus.GpuError as exc:
+            if expected:
+                self.problems.append("the GPUs %s holds cannot be told: %s" % (self.name, exc))
+            return []
+        held = [dict((key, gpu[key]) for key in ("index", "uuid", "minor", "bus_id")) for gpu in nvidia_gpus.held(minors, driver_gpus)]
+        if not expected or not self.main_process_up:
+            return held
+        if not driver_gpus:
+            self.problems.append("the GPUs %s holds cannot be told: %s/gpus lists no GPU (the NVIDIA kernel module's list)"
+                                 % (self.name, proc_driver_dir))
+            return held
+        held_uuids = [gpu["uuid"] for gpu in held]
+        for uuid in expected:
+            if uuid in held_uuids:
+                continue
+            gpu = next((gpu for gpu in driver_gpus if gpu["uuid"] == uuid), None)
+            if gpu is None:
+                self.problems.append("%s should hold GPU %s, which the host's driver does not list at all" % (self.name, uuid))
+                continue
+            node = os.path.join(DEV_DIR, "nvidia%d" % gpu["minor"])
+            state = nvidia_gpus.device_node_state(node, gpu["minor"])
+            self.problems.append(
+                "%s does not hold its assigned %s: %s. The container's GPU passthrough does not give it this GPU; run "
+                "deploy.yml (the container play passes the assigned GPUs) or check the container's config on the node."
+                % (self.name, "%s, /dev/nvidia%d on the host" % (nvidia_gpus.describe(gpu), gpu["minor"]),
+                   "%s is not in this container" % node if state == "missing" else
+                   "%s is here but the server does not use it (it cannot open it, or it started on other GPUs)" % node
+                   if state == "present" else "something else is at %s" % node))
+        for gpu in held:
+            if gpu["uuid"] not in expected:
+                self.problems.append("%s holds %s (/dev/nvidia%d), which is not one of the GPUs assigned to this deployment "
+                                     "(%s)" % (self.name, nvidia_gpus.describe(gpu), gpu["minor"], ", ".join(expected)))
+        return held
+
 
 def main():
     module = AnsibleModule(
@@ -400,6 +477,8 @@ def main():
             previous_invocation_id=dict(type="str"),
             gpu_devices=dict(type="list", elements="str", default=list(DEFAULT_GPU_DEVICES)),
             allow_strays=dict(type="bool", default=False),
+            gpus=dict(type="list", elements="str", default=[]),
+            proc_driver_dir=dict(type="path", default="/proc/driver/nvidia"),
         ),
         supports_check_mode=True,
     )
@@ -415,6 +494,7 @@ def main():
     if params["port"] is not None:
         result["listener"], result["listeners"] = check.check_listener(params["port"], running)
     result["gpu_devices_found"], result["gpu_processes"] = check.check_gpus(params["gpu_devices"], params["allow_strays"])
+    result["gpus_held"] = check.check_gpu_assignment(result["gpu_processes"], params["gpus"], params["proc_driver_dir"])
     check.finish(module, **result)
 
 

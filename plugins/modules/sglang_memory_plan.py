@@ -61,6 +61,22 @@ options:
         C(pre_model_load_memory) (the C(Load weight begin. avail mem) of its log).
     type: int
     default: 1024
+  co_tenants:
+    description:
+      - Other servers that share these GPUs (C(pve_container_gpus_shared)). SGLang sizes its static pools from the memory
+        free when it starts, so each co-tenant's static share (its C(mem_fraction_static) of the free memory, or
+        SGLang's default for this GPU when null) is taken before this server's plan; a refusal names them first.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: The co-tenant, for the messages (its inventory name).
+        type: str
+        required: true
+      mem_fraction_static:
+        description: Its C(--mem-fraction-static); null for SGLang's default.
+        type: float
   flags:
     description:
       - The server's flags, with SGLang's names (C(tp_size), C(mem_fraction_static), C(max_running_requests),
@@ -212,7 +228,8 @@ pools:
       type: int
 breakdown:
   description:
-    - Bytes per rank - C(gpu_memory_bytes), C(pre_model_load_bytes), C(target_weights_bytes), C(draft_weights_bytes),
+    - Bytes per rank - C(gpu_memory_bytes), C(co_tenant_bytes) (what O(co_tenants) hold of each GPU),
+      C(pre_model_load_bytes), C(target_weights_bytes), C(draft_weights_bytes),
       C(available_after_load_bytes), C(outside_static_bytes), C(activation_reserve_bytes),
       C(multimodal_reservation_bytes), C(pool_budget_bytes), C(mamba_state_bytes) (C(mamba_conv_bytes) +
       C(mamba_ssm_bytes)), C(mamba_intermediate_bytes), C(mamba_per_request_bytes), C(kv_bytes),
@@ -351,6 +368,10 @@ def main():
             gpu_memory_mib=dict(type="int"),
             nvidia_smi_path=dict(type="path", default="nvidia-smi"),
             cuda_context_mib=dict(type="int", default=memory_plan.DEFAULT_CUDA_CONTEXT_MIB),
+            co_tenants=dict(type="list", elements="dict", default=[], options=dict(
+                name=dict(type="str", required=True),
+                mem_fraction_static=dict(type="float"),
+            )),
             flags=dict(type="dict", default={}),
             require=dict(type="str", choices=["start", "requested"], default="start"),
             arithmetic=dict(type="str", choices=list(memory_plan.ARITHMETICS), default=memory_plan.SGLANG_VERSION),
@@ -371,7 +392,7 @@ def main():
     else:
         config, index = params["config"], params["safetensors_index"]
     gpu = {"memory_mib": params["gpu_memory_mib"], "count": params["gpu_count"],
-           "cuda_context_mib": params["cuda_context_mib"], "source": "given"}
+           "cuda_context_mib": params["cuda_context_mib"], "source": "given", "co_tenants": params["co_tenants"]}
     if gpu["memory_mib"] is None:
         smi = module.get_bin_path(params["nvidia_smi_path"]) if "/" not in params["nvidia_smi_path"] else params["nvidia_smi_path"]
         if not smi:

@@ -33,7 +33,7 @@ import urllib.request
 
 import pytest
 
-from ansible_collections.llmops.serving.tests.integration.pve_sim_support import REPO, PveSim, sim_command
+from ansible_collections.llmops.serving.tests.integration.pve_sim_support import REPO, PveSim, sim_command, wait_task
 from ansible_collections.llmops.serving.tests.support.ansible_run import ansible_module, ansible_playbook
 from ansible_collections.llmops.serving.tests.support.promtool import check_metrics
 from ansible_collections.llmops.serving.tests.support.sglang_request_log import received_sampling
@@ -45,8 +45,8 @@ PVE_SIM = PveSim(SANDBOX / "pve-sim")
 REPORTS = SANDBOX / "reports"
 VENV_BIN = pathlib.Path(sys.executable).parent
 INVENTORY = REPO / "inventories" / "sandbox"
-HOSTS = {"sandbox-llm-a": {"vmid": 301, "instance": "qwen36-a", "port": 30000},
-         "sandbox-llm-b": {"vmid": 302, "instance": "qwen36-b", "port": 30001}}
+HOSTS = {"sandbox-llm-a": {"vmid": 301, "instance": "qwen36-a", "port": 30000, "gpus": [0, 1]},
+         "sandbox-llm-b": {"vmid": 302, "instance": "qwen36-b", "port": 30001, "gpus": [2, 3]}}
 # The multi-node model the last tests add (scripts/sandbox-inventory.py 2 --model-nodes 2): one instance on two nodes.
 MODEL_NODES = {"sandbox-llm-c": {"vmid": 303, "instance": "qwen36-mn", "port": 30100},
                "sandbox-llm-d": {"vmid": 304, "instance": "qwen36-mn", "port": 30100}}
@@ -107,6 +107,8 @@ LINKS_BEFORE = []
 def sandbox():
     if SANDBOX.exists():
         pytest.fail("a sandbox exists in %s (make sandbox-down first): these tests build and remove their own" % SANDBOX)
+    if [name for name in os.listdir("/dev") if name.startswith("nvidia")]:
+        pytest.skip("this machine has /dev/nvidia* nodes: the sandbox's GPU kit puts its own there")
     # veth pairs of the containers come and go; what existed before the sandbox must survive it.
     LINKS_BEFORE[:] = [name for name in network_links() if not name.startswith("veth")]
     up = sandbox_script("up")
@@ -117,15 +119,38 @@ def sandbox():
         assert down.returncode == 0, down.stdout + down.stderr
 
 
-def test_first_deploy_ends_with_two_verified_servers(sandbox):
+def kit_gpus():
+    """The GPU kit's GPUs as the node's nvidia-smi lists them (index, UUID, device minor)."""
+    listed = subprocess.run([str(SANDBOX / "gpu-kit" / "usr" / "bin" / "nvidia-smi"), "--query-gpu=index,uuid,minor_number",
+                             "--format=csv,noheader"], capture_output=True, text=True, timeout=30, check=True).stdout
+    return [dict(zip(("index", "uuid", "minor"), (int(index), uuid, int(minor))))
+            for index, uuid, minor in (line.split(", ") for line in listed.splitlines())]
+
+
+def test_first_deploy_ends_with_two_verified_servers_each_on_its_own_gpus(sandbox):
     assert sandbox.returncode == 0, sandbox.stdout[-6000:] + sandbox.stderr[-4000:]
     assert "Verification summary" in sandbox.stdout
-    for host in HOSTS:
+    node = kit_gpus()
+    for host, settings in HOSTS.items():
         report = summary(host)
         assert report["status"] == "passed", report
         assert report["deployment_id"] == record(host)["deployment_id"]
         assert unit_state(host)["ActiveState"] == "active"
         assert int(report["main_pid"]) == int(unit_state(host)["MainPID"])
+        assigned = [node[index] for index in settings["gpus"]]
+        # The container's config passes exactly its GPUs' nodes (by minor: the kit's minors do not follow the index)...
+        config = PVE_SIM.conf_path(settings["vmid"]).read_text()
+        passed = sorted(int(line.split()[1][len("/dev/nvidia"):]) for line in config.splitlines()
+                        if line.startswith("lxc.mount.entry: /dev/nvidia") and line.split()[1][len("/dev/nvidia"):].isdigit())
+        assert passed == sorted(gpu["minor"] for gpu in assigned), config
+        # ... its own nvidia-smi lists exactly them, the server holds them, and the summary names them.
+        inside_smi = inside(host, "nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader").split()
+        assert inside_smi == [gpu["uuid"] for gpu in assigned]
+        assert [(gpu["index"], gpu["uuid"]) for gpu in report["gpus"]] == [(gpu["index"], gpu["uuid"]) for gpu in assigned]
+        assert record(host)["inputs"]["gpus"] == [gpu["uuid"] for gpu in assigned]
+        assert "  GPU %d: %s (/dev/nvidia%d)" % (assigned[0]["index"], assigned[0]["uuid"], assigned[0]["minor"]) in sandbox.stdout
+        # Unprivileged, as the role's default is: container root is host uid 100000.
+        assert inside(host, "cat", "/proc/self/uid_map").split() == ["0", "100000", "65536"]
 
 
 # The router beside the first server (inventories/sandbox: group sglang_routers), and the servers it must list.
@@ -348,6 +373,53 @@ def test_verify_playbook_passes_on_what_runs(sandbox):
     assert run.changed_tasks() == []
     for host in HOSTS:
         assert summary(host)["status"] == "passed"
+
+
+def reboot(host):
+    """Reboot a container through the simulator's API (what the Proxmox UI's reboot does), waiting for the task."""
+    PVE_SIM.endpoint = json.loads((PVE_SIM.state / "endpoint.json").read_text())
+    api = PVE_SIM.api()
+    wait_task(api, api.nodes("pve").lxc(CONTAINERS[host]["vmid"]).status.reboot.post())
+
+
+def test_a_gpu_taken_from_a_container_by_hand_is_named_by_the_next_verification(sandbox):
+    host = "sandbox-llm-b"
+    gpu = kit_gpus()[HOSTS[host]["gpus"][1]]
+    config = PVE_SIM.conf_path(HOSTS[host]["vmid"])
+    line = "lxc.mount.entry: /dev/nvidia%d dev/nvidia%d none bind,optional,create=file\n" % (gpu["minor"], gpu["minor"])
+    assert line in config.read_text()
+    config.write_text(config.read_text().replace(line, ""))
+    reboot(host)
+    run = playbook("playbooks/verify.yml", "--limit", host)
+    assert run.rc != 0
+    said = " ".join(run.failures())
+    assert ("the container cannot use the GPUs of this deployment: %s (the host's GPU %d, /dev/nvidia%d) is not usable here: "
+            "its device node is not in the container" % (gpu["uuid"], gpu["index"], gpu["minor"])) in said, said
+    assert summary(host)["status"] == "failed"
+    # The next deploy passes it again (and restarts the container for it); the server verifies on both GPUs.
+    run = playbook("deploy.yml", "--limit", host)
+    assert run.rc == 0, run.summary()
+    assert line in config.read_text()
+    assert summary(host)["status"] == "passed" and [held["uuid"] for held in summary(host)["gpus"]][1] == gpu["uuid"]
+
+
+def test_a_server_onto_gpus_in_use_is_refused_before_any_change_and_with_sharing_the_plan_names_the_other(sandbox):
+    before = dict((host, (unit_state(host), PVE_SIM.conf_path(settings["vmid"]).read_text())) for host, settings in HOSTS.items())
+    # sandbox-llm-b configured onto sandbox-llm-a's GPUs (by index, in another order); a keeps its own.
+    onto_a = {"pve_container_gpus": "{{ [1, 0] if inventory_hostname == 'sandbox-llm-b' else [0, 1] }}"}
+    run = playbook("deploy.yml", "-e", json.dumps(onto_a))
+    assert run.rc != 0
+    said = " ".join(run.failures())
+    first = kit_gpus()[0]
+    assert ("The GPU assignment cannot be made: GPU 0 (%s) of sandbox-node is assigned to sandbox-llm-a and sandbox-llm-b: a "
+            "GPU serves one server unless every container that gets it sets pve_container_gpus_shared" % first["uuid"]) in said, said
+    assert dict((host, (unit_state(host), PVE_SIM.conf_path(settings["vmid"]).read_text())) for host, settings in HOSTS.items()) == before
+    # Sharing allowed on both: the memory plan counts the other server's share and names it (check mode: no change).
+    run = playbook("deploy.yml", "--check", "-e", json.dumps(dict(onto_a, pve_container_gpus_shared=True)))
+    assert run.rc != 0
+    said = " ".join(run.failures())
+    assert "The memory plan refuses this configuration" in said and "shared GPUs: sandbox-llm-a (mem_fraction_static default)" in said, said
+    assert dict((host, (unit_state(host), PVE_SIM.conf_path(settings["vmid"]).read_text())) for host, settings in HOSTS.items()) == before
 
 
 def test_check_diff_shows_a_change_and_changes_nothing(sandbox):
@@ -574,9 +646,12 @@ def server_argv(host):
 
 def test_a_model_across_two_containers_runs_one_deployment_and_names_a_stopped_node(sandbox):
     # After the other tests: two more containers run ONE model (TP 4, two ranks each), node rank 0 behind the router.
-    made = subprocess.run([sys.executable, str(REPO / "scripts" / "sandbox-inventory.py"), "2", "--model-nodes", "2",
-                           "--inventory", str(INVENTORY)], capture_output=True, text=True, timeout=60, check=False)
-    assert made.returncode == 0, made.stderr
+    # As `make sandbox SANDBOX_MODEL_NODES=2` prepares it: the inventory's two more containers and the GPU kit's four more GPUs.
+    made = subprocess.run(["bash", str(REPO / "scripts" / "sandbox.sh"), "prepare"], cwd=str(REPO), capture_output=True, text=True,
+                          timeout=900, check=False,
+                          env=dict(os.environ, SANDBOX_MODEL_NODES="2", PATH=str(VENV_BIN) + os.pathsep + os.environ["PATH"]))
+    assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
+    assert len(kit_gpus()) == 8
     run = playbook("deploy.yml", timeout=1500)
     assert run.rc == 0, run.summary()
     assert {"sandbox-llm-c", "sandbox-llm-d"} <= set(rolled_out(run))
@@ -610,7 +685,8 @@ def test_sandbox_down_removes_what_it_made_and_nothing_else(sandbox):
     down = sandbox_script("down", timeout=600)
     assert down.returncode == 0, down.stdout + down.stderr
     assert not SANDBOX.exists()
-    assert not pathlib.Path("/dev/llmops-sandbox").exists()
+    # The GPU kit's nodes in /dev are gone (none existed before: the fixture refuses a machine with NVIDIA nodes).
+    assert not [name for name in os.listdir("/dev") if name.startswith("nvidia")]
     links_after = set(network_links())
     assert "llmsbx0" not in links_after
     # Nothing that existed before the sandbox went away (other bridges, docker0, ...).

@@ -44,17 +44,17 @@ def test_four_containers_add_c_and_d_and_two_removes_the_file(tmp_path):
     hosts = yaml.safe_load(text)["all"]["children"]["sglang_servers"]["hosts"]
     assert sorted(hosts) == ["sandbox-llm-c", "sandbox-llm-d"]
     assert hosts["sandbox-llm-d"] == {"sandbox_container_ip": "10.213.0.14", "pve_container_vmid": 304,
-                                      "pve_container_hostname": "llm-d", "sglang_service_instance": "qwen36-d",
-                                      "sglang_service_port": 30003}
+                                      "pve_container_hostname": "llm-d", "pve_container_gpus": [6, 7],
+                                      "sglang_service_instance": "qwen36-d", "sglang_service_port": 30003}
     assert text.startswith("---\n")
     assert json.loads(text.split("\n", 2)[2])["all"]["children"]["sglang_servers"]["hosts"] == hosts
     assert inventory.write(str(tmp_path), 2) is None and not os.path.exists(path)
 
 
-@pytest.mark.parametrize("count", [0, 1, 27])
-def test_counts_outside_two_to_twenty_six_are_refused(tmp_path, count, capsys):
+@pytest.mark.parametrize("count", [0, 1, 17])
+def test_counts_outside_what_the_gpu_kit_serves_are_refused(tmp_path, count, capsys):
     assert inventory.main([str(count), "--inventory", str(tmp_path)]) == 2
-    assert "between 2 and 26" in capsys.readouterr().err
+    assert "between 2 and 16" in capsys.readouterr().err
     assert not os.listdir(tmp_path)
 
 
@@ -77,12 +77,13 @@ def test_a_multi_node_model_adds_its_nodes_last_in_its_model_group(tmp_path):
     assert list(model["hosts"]) == ["sandbox-llm-d", "sandbox-llm-e"]
     # The nodes share the model's instance and port (the same unit on both), so their host vars must not set them.
     assert children["sglang_servers"]["hosts"]["sandbox-llm-e"] == {
-        "sandbox_container_ip": "10.213.0.15", "pve_container_vmid": 305, "pve_container_hostname": "llm-e"}
+        "sandbox_container_ip": "10.213.0.15", "pve_container_vmid": 305, "pve_container_hostname": "llm-e",
+        "pve_container_gpus": [8, 9]}
     assert model["vars"]["sglang_service_model_group"] == inventory.MODEL_GROUP
     assert model["vars"]["sglang_service_tp_size"] == 4
 
 
-@pytest.mark.parametrize("nodes", [1, -1, 25])
+@pytest.mark.parametrize("nodes", [1, -1, 15])
 def test_a_model_on_one_node_or_past_the_letters_is_refused(tmp_path, nodes, capsys):
     assert inventory.main(["2", "--model-nodes", str(nodes), "--inventory", str(tmp_path)]) == 2
     assert "SANDBOX_MODEL_NODES" in capsys.readouterr().err

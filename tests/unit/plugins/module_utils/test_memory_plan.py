@@ -325,3 +325,36 @@ def test_flags_from_an_inventory_or_the_command_line_are_typed():
                 {"disable_cuda_graph": "maybe"}, {"mem_fraction": "0.8"}):
         with pytest.raises(memory_plan.PlanInputError):
             memory_plan.coerce_flags(bad)
+
+
+# ---- GPUs shared with other servers ----------------------------------------------------------------------------------
+
+def test_a_co_tenant_takes_its_static_share_of_the_free_memory_first_and_is_named():
+    alone = plan(dict(MTP, max_running_requests=16, mem_fraction_static=0.85))
+    assert alone["fits"] and alone["breakdown"]["co_tenant_bytes"] == 0
+    shared = plan(dict(MTP, max_running_requests=16, mem_fraction_static=0.85),
+                  gpu=dict(A6000, co_tenants=[{"name": "sandbox-llm-a", "mem_fraction_static": 0.45}]))
+    free = (49140 - memory_plan.DEFAULT_CUDA_CONTEXT_MIB) * memory_plan.MIB
+    assert shared["breakdown"]["co_tenant_bytes"] == int(0.45 * free)
+    assert shared["breakdown"]["pre_model_load_bytes"] == int(free - 0.45 * free)
+    # 27B weights over two GPUs do not fit half of what the co-tenant leaves: refused, naming the co-tenant first.
+    assert not shared["fits"]
+    assert shared["reasons"][0].startswith("shared GPUs: sandbox-llm-a (mem_fraction_static 0.45) hold about 21.14 GiB of "
+                                           "each GPU, leaving 25.84 GiB of 47.99 GiB when this server starts")
+    assert "shared GPUs: sandbox-llm-a" in memory_plan.summary_line(shared)
+
+
+def test_a_co_tenant_without_a_fraction_counts_sglangs_default_and_can_leave_nothing():
+    greedy = plan(dict(MTP, max_running_requests=16),
+                  gpu=dict(A6000, co_tenants=[{"name": "llm-b", "mem_fraction_static": None},
+                                              {"name": "llm-c", "mem_fraction_static": 0.5}]))
+    assert not greedy["fits"] and greedy["reasons"][0].startswith("shared GPUs: llm-b (mem_fraction_static default), llm-c")
+    assert "no GPU memory is free when this server starts" in greedy["reasons"][1]
+
+
+def test_weights_larger_than_what_a_co_tenant_leaves_free_are_named_as_such():
+    crowded = plan(dict(MTP, max_running_requests=16),
+                   gpu=dict(A6000, co_tenants=[{"name": "sandbox-llm-b", "mem_fraction_static": None}]))
+    assert not crowded["fits"]
+    assert crowded["reasons"][1].startswith("weights: 28.24 GiB of weights do not fit the 10.61 GiB free when this server "
+                                            "starts; no mem_fraction_static makes room")

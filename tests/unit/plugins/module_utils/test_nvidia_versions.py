@@ -38,11 +38,6 @@ PROC_OPEN_555_LOCALISED = (
     "  Сб 29 июн 2024 14:36:22 MSK\n"
 )
 
-# https://github.com/akash-network/provider-configs/pull/12 (nvidia-smi -L, two GPUs)
-SMI_LIST_TWO_GPUS = (
-    "GPU 0: Quadro RTX 4000 (UUID: GPU-c7b57be0-94ff-d352-a59b-d0ee00aeed43)\n"
-    "GPU 1: Quadro RTX 4000 (UUID: GPU-d6de6afc-bdfe-75c4-5273-0544439153fc)\n"
-)
 # https://github.com/tinygrad/open-gpu-kernel-modules/issues/47 (userspace 570.124.04 over a 570.124.06 module)
 SMI_MISMATCH_570 = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 570.124\n"
 # https://github.com/intel/llvm/issues/17614
@@ -95,18 +90,6 @@ def test_proc_version_does_not_take_the_gcc_version():
 def test_proc_version_unknown_format_is_an_error_that_quotes_it(text):
     with pytest.raises(nv.VersionParseError, match="NVRM version"):
         nv.parse_proc_version(text)
-
-
-def test_gpu_list_two_gpus():
-    gpus = nv.parse_gpu_list(SMI_LIST_TWO_GPUS)
-    assert [gpu["index"] for gpu in gpus] == [0, 1]
-    assert gpus[0]["name"] == "Quadro RTX 4000"
-    assert gpus[1]["uuid"] == "GPU-d6de6afc-bdfe-75c4-5273-0544439153fc"
-
-
-def test_gpu_list_skips_mig_devices_and_blank_lines():
-    text = SMI_LIST_TWO_GPUS + "  MIG 1g.10gb     Device  0: (UUID: MIG-0)\n\n"
-    assert len(nv.parse_gpu_list(text)) == 2
 
 
 @pytest.mark.parametrize("text, library_version", [(SMI_MISMATCH_570, "570.124"), (SMI_MISMATCH_550, "550.144")])

@@ -26,7 +26,11 @@ if [ "$kernel" != "{version}" ]; then
 fi
 case "$1" in
   --query-gpu=driver_version) i=0; while [ $i -lt {count} ]; do echo "{version}"; i=$((i+1)); done ;;
-  -L) i=0; while [ $i -lt {count} ]; do echo "GPU $i: NVIDIA RTX A6000 (UUID: GPU-0000000$i)"; i=$((i+1)); done ;;
+  --query-gpu=index,uuid,pci.bus_id,minor_number,memory.total,name)
+    [ {count} -eq 0 ] && {{ echo "No devices were found"; exit 6; }}
+    i=0; while [ $i -lt {count} ]; do
+      echo "$i, GPU-0000000$i-5e1d-4c0a-9b7e-00000000000$i, 00000000:1$i:00.0, $((i ^ 1)), 49140, NVIDIA RTX A6000"; i=$((i+1))
+    done ;;
   *) exit 2 ;;
 esac
 """
@@ -66,9 +70,37 @@ def test_match_reports_both_versions_and_the_gpus(tmp_path):
     assert result["userspace_version"] == "580.95.05"
     assert result["userspace_version_source"] == "nvidia-smi"
     assert result["gpu_count"] == 2
-    assert [gpu["uuid"] for gpu in result["gpus"]] == ["GPU-00000000", "GPU-00000001"]
+    assert result["gpus"][1] == {"index": 1, "uuid": "GPU-00000001-5e1d-4c0a-9b7e-000000000001", "bus_id": "0000:11:00.0",
+                                 "minor": 0, "memory_total_mib": 49140, "name": "NVIDIA RTX A6000"}
     assert result["match"] is True
     assert result["nvidia_smi"]["rc"] == 0 and result["nvidia_smi"]["error"] is None
+    assert result["driver_gpus"] == []
+
+
+def test_nvml_that_works_with_no_gpu_this_process_can_open_lists_none_without_an_error(tmp_path):
+    result, failed = run_module(nvidia_driver_facts.main, setup(tmp_path, gpus=0), check_mode=True)
+    assert not failed and result["gpu_count"] == 0 and result["gpus"] == []
+    assert result["nvidia_smi"]["error"] is None and result["match"] is True
+
+
+def test_the_kernel_modules_own_gpu_list_comes_from_beside_its_version_file(tmp_path):
+    args = setup(tmp_path)
+    # /proc/driver/nvidia/gpus/<bus>/information of an H100, from https://landontclipp.github.io/sysadmin/gpu (the page
+    # renders the driver's tabs as spaces): Device Minor 5.
+    information = tmp_path / "gpus" / "0000:62:00.0" / "information"
+    information.parent.mkdir(parents=True)
+    information.write_text("Model:           NVIDIA H100 80GB HBM3\nIRQ:             10\n"
+                           "GPU UUID:        GPU-9221d5d1-b60b-a624-bf14-0a1819cfda3b\nVideo BIOS:      96.00.99.00.01\n"
+                           "Bus Type:        PCIe\nDMA Size:        52 bits\nDMA Mask:        0xfffffffffffff\n"
+                           "Bus Location:    0000:62:00.0\nDevice Minor:    5\nGPU Firmware:    535.129.03\nGPU Excluded:    No\n")
+    result, failed = run_module(nvidia_driver_facts.main, args, check_mode=True)
+    assert not failed
+    state = "present" if os.path.exists("/dev/nvidia5") else "missing"
+    assert result["driver_gpus"] == [{"index": 0, "uuid": "GPU-9221d5d1-b60b-a624-bf14-0a1819cfda3b", "bus_id": "0000:62:00.0",
+                                      "minor": 5, "name": "NVIDIA H100 80GB HBM3", "device_node": state}]
+    information.write_text("Model: \t\t something else\n")
+    result, failed = run_module(nvidia_driver_facts.main, args, check_mode=True)
+    assert failed and "has no 'Bus Location:' or 'GPU UUID:' or 'Device Minor:' line" in result["msg"]
 
 
 def test_mismatch_falls_back_to_the_library_version_and_names_both(tmp_path):
@@ -205,3 +237,31 @@ def test_matching_library_but_nvml_loads_another(tmp_path):
     assert not failed and result["match"] is False
     assert result["message"] == ("host kernel module 580.173.02, container userspace 580.173.02, but nvidia-smi fails: "
                                  "Failed to initialize NVML: Driver/library version mismatch (NVML library version 580.178)")
+
+
+def test_expected_gpus_are_compared_and_a_missing_one_is_named_with_its_node(tmp_path):
+    args = setup(tmp_path)
+    gpus_dir = tmp_path / "gpus"
+    for index, (uuid, minor) in enumerate((("GPU-00000000-5e1d-4c0a-9b7e-000000000000", 1),
+                                           ("GPU-00000001-5e1d-4c0a-9b7e-000000000001", 0),
+                                           ("GPU-0000000f-5e1d-4c0a-9b7e-00000000000f", 77))):
+        (gpus_dir / ("0000:1%d:00.0" % index)).mkdir(parents=True)
+        (gpus_dir / ("0000:1%d:00.0" % index) / "information").write_text(
+            "Model: \t\t NVIDIA RTX A6000\nGPU UUID: \t %s\nBus Location: \t 0000:1%d:00.0\nDevice Minor: \t %d\n" % (uuid, index, minor))
+    result, failed = run_module(nvidia_driver_facts.main, dict(args, expected_gpus=["GPU-00000000-5e1d-4c0a-9b7e-000000000000",
+                                                                                    "GPU-00000001-5e1d-4c0a-9b7e-000000000001"]))
+    assert not failed and result["gpu_problems"] == []
+    result, failed = run_module(nvidia_driver_facts.main, dict(args, expected_gpus=["GPU-00000000-5e1d-4c0a-9b7e-000000000000",
+                                                                                    "GPU-0000000f-5e1d-4c0a-9b7e-00000000000f",
+                                                                                    "GPU-deadbeef-0000-0000-0000-000000000000"]))
+    assert not failed
+    assert result["gpu_problems"] == [
+        "GPU-0000000f-5e1d-4c0a-9b7e-00000000000f (the host's GPU 2, /dev/nvidia77) is not usable here: %s"
+        % ("its device node is not in the container" if not os.path.exists("/dev/nvidia77") else
+           "something else is at its device node's path"),
+        "GPU-deadbeef-0000-0000-0000-000000000000 is not a GPU of this host (the NVIDIA kernel module does not list it)",
+        "GPU-00000001-5e1d-4c0a-9b7e-000000000001 (GPU 1 here) is visible but not assigned to this container"]
+    # nvidia-smi that does not answer: nothing can be compared, and that is the problem.
+    os.unlink(args["nvidia_smi"])
+    result, failed = run_module(nvidia_driver_facts.main, dict(args, expected_gpus=["GPU-00000000-5e1d-4c0a-9b7e-000000000000"]))
+    assert result["gpu_problems"] == ["nvidia-smi does not list the GPUs here (not installed)"]

@@ -320,3 +320,70 @@ def test_real_proc_our_own_listener_is_a_stray(target, monkeypatch):
     assert result["listener"]["in_unit"] is False
     assert "port %d is held by PID %d (%s, started %s), which is outside sglang-qwen36.service" % (
         port, my_pid, me["cmdline"], me["started_at"]) in result["msg"]
+
+
+# ---- the GPUs the unit holds against the deployment's -----------------------------------------------------------------
+
+GPU_UUIDS = ["GPU-5e1d0000-5e1d-4c0a-9b7e-000000000000", "GPU-5e1d0001-5e1d-4c0a-9b7e-000000000001",
+             "GPU-5e1d0002-5e1d-4c0a-9b7e-000000000002"]
+
+
+def gpu_host(target, tmp_path, monkeypatch, present=(0, 1)):
+    """Real character nodes for the driver's minors (GPU index i is minor i ^ 1, as the GPU kit numbers them) and the
+    driver's list of three GPUs; only the minors of ``present`` GPUs have a node here."""
+    for name in ("nvidia0", "nvidia1", "nvidia2", "nvidia3"):
+        path = target.dev / name
+        if path.exists():
+            path.unlink()
+    for index in present:
+        os.mknod(str(target.dev / ("nvidia%d" % (index ^ 1))), 0o20666, os.makedev(195, index ^ 1))
+    proc = tmp_path / "proc-driver-nvidia"
+    for index, uuid in enumerate(GPU_UUIDS):
+        directory = proc / "gpus" / ("0000:%02x:00.0" % (0x11 + index * 7))
+        directory.mkdir(parents=True)
+        (directory / "information").write_text("Model: \t\t NVIDIA RTX A6000\nGPU UUID: \t %s\nBus Location: \t 0000:%02x:00.0\n"
+                                                "Device Minor: \t %d\n" % (uuid, 0x11 + index * 7, index ^ 1))
+    monkeypatch.setattr(service_provenance, "DEV_DIR", str(target.dev))
+    return str(proc)
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
+
+
+@needs_root
+def test_the_gpus_the_unit_holds_are_named_by_uuid_and_node_index(target, tmp_path, monkeypatch):
+    proc = gpu_host(target, tmp_path, monkeypatch)
+    target.healthy_server()
+    result, failed = target.run(gpus=GPU_UUIDS[:2], proc_driver_dir=proc)
+    assert not failed, result.get("msg")
+    # The workers hold /dev/nvidia0 and /dev/nvidia1: minors 0 and 1, which are the node's GPUs 1 and 0.
+    assert result["gpus_held"] == [{"index": 0, "uuid": GPU_UUIDS[0], "minor": 1, "bus_id": "0000:11:00.0"},
+                                   {"index": 1, "uuid": GPU_UUIDS[1], "minor": 0, "bus_id": "0000:18:00.0"}]
+
+
+@needs_root
+def test_an_assigned_gpu_the_unit_does_not_hold_is_named_with_its_node(target, tmp_path, monkeypatch):
+    proc = gpu_host(target, tmp_path, monkeypatch)
+    target.healthy_server()
+    result, failed = target.run(gpus=GPU_UUIDS[1:], proc_driver_dir=proc)
+    assert failed
+    assert ("does not hold its assigned GPU 2 (%s), /dev/nvidia3 on the host: %s is not in this container"
+            % (GPU_UUIDS[2], target.dev / "nvidia3")) in result["msg"]
+    assert "holds GPU 0 (%s) (/dev/nvidia1), which is not one of the GPUs assigned" % GPU_UUIDS[0] in result["msg"]
+
+
+@needs_root
+def test_an_assigned_gpu_whose_node_is_here_but_unused_says_so(target, tmp_path, monkeypatch):
+    proc = gpu_host(target, tmp_path, monkeypatch, present=(0, 1, 2))
+    target.healthy_server()
+    result, failed = target.run(gpus=GPU_UUIDS, proc_driver_dir=proc)
+    assert failed and "is here but the server does not use it" in result["msg"]
+
+
+def test_without_the_drivers_list_assigned_gpus_cannot_be_told(target, tmp_path):
+    target.healthy_server()
+    result, failed = target.run(gpus=GPU_UUIDS[:1], proc_driver_dir=str(tmp_path / "no-driver"))
+    assert failed and "cannot be told" in result["msg"] and result["gpus_held"] == []
+    # Without assigned GPUs nothing is expected: the held ones are only reported.
+    result, failed = target.run(proc_driver_dir=str(tmp_path / "no-driver"))
+    assert not failed and result["gpus_held"] == []

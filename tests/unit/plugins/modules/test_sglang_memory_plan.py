@@ -104,7 +104,8 @@ def test_config_given_directly_and_nvidia_smi(tmp_path):
             mock.patch.object(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: "/usr/bin/nvidia-smi"):
         result, failed = run_module(sglang_memory_plan.main, {"config": CONFIG, "flags": MTP})
     assert not failed and calls == [["/usr/bin/nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"]]
-    assert result["gpu"] == {"memory_mib": 49140, "count": 2, "cuda_context_mib": 1024, "source": "nvidia-smi"}
+    assert result["gpu"] == {"memory_mib": 49140, "count": 2, "cuda_context_mib": 1024, "source": "nvidia-smi",
+                             "co_tenants": []}
 
 
 def test_errors_are_plain(tmp_path):
@@ -154,3 +155,13 @@ def test_a_startup_log_the_service_user_swapped_is_refused_not_followed(tmp_path
         result, failed = run_module(sglang_memory_plan.main, dict(args, startup_log=str(path)))
         assert failed and result["msg"].startswith("cannot read the startup log") and found in result["msg"], result
         assert "actual" not in result
+
+
+def test_co_tenants_reach_the_plan_and_its_refusal_names_them():
+    args = {"config": CONFIG, "gpu_memory_mib": 49140, "gpu_count": 2,
+            "flags": {"tp_size": 2, "mem_fraction_static": 0.85, "max_running_requests": 16},
+            "co_tenants": [{"name": "sandbox-llm-a", "mem_fraction_static": 0.45}]}
+    result, failed = run_module(sglang_memory_plan.main, args)
+    assert not failed and result["verdict"] is False
+    assert result["reasons"][0].startswith("shared GPUs: sandbox-llm-a (mem_fraction_static 0.45) hold about")
+    assert result["breakdown"]["co_tenant_bytes"] > 0
