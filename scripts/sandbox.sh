@@ -21,7 +21,8 @@ TEMPLATE_CACHE="${PVE_SIM_TEMPLATE_CACHE:-$REPO_ROOT/.build/pve-sim-cache}"
 TEMPLATE="debian-12-standard_12.7-1_amd64.tar.zst"
 # Two GPUs per container (scripts/sandbox-inventory.py assigns them in inventory order).
 GPUS_PER_CONTAINER=2
-# Must match inventories/sandbox (pve_container_api_port, pve_container_net0, sandbox_driver_version).
+# Must match inventories/sandbox (pve_container_api_port, pve_container_net0). The kit and the mirror's installer have
+# the same driver version (the roles read it from the node, as on a real one).
 API_LISTEN=127.0.0.1:18006
 BRIDGE=llmsbx0=10.213.0.1/24
 DRIVER_VERSION=580.95.05

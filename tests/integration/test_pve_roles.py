@@ -30,7 +30,7 @@ import uuid
 import pytest
 
 from ansible_collections.llmops.serving.tests.integration.pve_sim_support import (
-    CACHE, REPO, TEMPLATE, PveSim, ensure_template, sim_cli, wait_task)
+    CACHE, OPEN_PROBE, REPO, TEMPLATE, PveSim, ensure_template, sim_cli, wait_task)
 from ansible_collections.llmops.serving.tests.support.ansible_run import ansible_module, ansible_playbook
 
 BROKEN_TEMPLATE = "debian-12-truncated_12.7-1_amd64.tar.zst"
@@ -168,8 +168,16 @@ class Node:
 
     # -- inside the container --------------------------------------------------------------------------
 
-    def open_inside(self, vmid, names=GPU_NODES):
-        seen = self.sim.open_inside(vmid, [str(self.dev / name) for name in names])
+    def open_inside(self, vmid, names=GPU_NODES, user=None):
+        """{node name: "OK" or errno name} of opening each node inside the container, as root or as ``user``."""
+        paths = [str(self.dev / name) for name in names]
+        if user is None:
+            seen = self.sim.open_inside(vmid, paths)
+        else:
+            result = self.sim.pct_exec(vmid, "setpriv", "--reuid=%s" % user, "--regid=%s" % user, "--clear-groups", "python3", "-c",
+                                       OPEN_PROBE, *paths)
+            assert result.returncode == 0, result.stdout + result.stderr
+            seen = json.loads(result.stdout.strip().splitlines()[-1])
         return dict((pathlib.Path(path).name, value) for path, value in seen.items())
 
     def conf_path(self, vmid):
@@ -226,7 +234,7 @@ def test_raw_style_creates_the_container_and_passes_both_gpus(node):
     run = node.run_playbook(container_vars(RAW_VMID, "raw", "file"))
     assert run.rc == 0, run.summary()
     assert run.stats["pve"]["changed"] > 0
-    facts = run.task_results("Publish the driver version and the device nodes", "pve")[0]["ansible_facts"]
+    facts = run.task_results("Publish the driver version, the GPUs and the device nodes", "pve")[0]["ansible_facts"]
     assert facts["pve_gpu_host_driver_version"] == DRIVER
     assert [device["path"] for device in facts["pve_gpu_host_devices"]] == [str(node.dev / name) for name in GPU_NODES]
     assert facts["pve_gpu_host_device_majors"] == [195, UVM_MAJOR]
@@ -252,14 +260,16 @@ def test_raw_style_creates_the_container_and_passes_both_gpus(node):
     assert node.open_inside(RAW_VMID) == ALL_ENXIO
 
 
-def test_dev_style_through_the_api_passes_both_gpus(node):
+def test_dev_style_through_the_api_passes_both_gpus_openable_by_any_user(node):
     run = node.run_playbook(container_vars(DEV_VMID, "dev", "api", pve_container_gpu_dev_gid=44))
     assert run.rc == 0, run.summary()
     text = node.conf(DEV_VMID)
     entries = sorted(line for line in text.splitlines() if line.startswith("dev"))
-    assert entries == sorted("dev%d: %s,gid=44" % (index, node.dev / name) for index, name in enumerate(GPU_NODES))
+    assert entries == sorted("dev%d: %s,gid=44,mode=0666" % (index, node.dev / name) for index, name in enumerate(GPU_NODES))
     assert "lxc." not in text
     assert node.open_inside(DEV_VMID) == ALL_ENXIO
+    # A service user that is not in group 44 opens them too: Proxmox's own default (0660 root) would refuse it (EACCES).
+    assert node.open_inside(DEV_VMID, user=65534) == ALL_ENXIO  # nobody:nogroup
 
 
 @pytest.mark.parametrize("vmid,style,backend", [(RAW_VMID, "raw", "file"), (DEV_VMID, "dev", "api")])

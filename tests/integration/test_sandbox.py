@@ -661,6 +661,11 @@ def test_a_model_across_two_containers_runs_one_deployment_and_names_a_stopped_n
     assert (rank_0["node_rank"], rank_1["node_rank"]) == (0, 1)
     assert rank_0["probe_verdict"] == "healthy" and rank_1["probe_verdict"] is None
     assert record("sandbox-llm-c")["deployment_id"] == record("sandbox-llm-d")["deployment_id"] == rank_0["deployment_id"]
+    # One deployment for the model records every node's GPUs; each node holds its own.
+    node = kit_gpus()
+    assert record("sandbox-llm-c")["inputs"]["gpus"] == {"sandbox-llm-c": [node[4]["uuid"], node[5]["uuid"]],
+                                                         "sandbox-llm-d": [node[6]["uuid"], node[7]["uuid"]]}
+    assert [gpu["index"] for gpu in rank_0["gpus"]] == [4, 5] and [gpu["index"] for gpu in rank_1["gpus"]] == [6, 7]
     argv_0, argv_1 = server_argv("sandbox-llm-c"), server_argv("sandbox-llm-d")
     for argv, rank in ((argv_0, "0"), (argv_1, "1")):
         assert argv[argv.index("--nnodes") + 1] == "2" and argv[argv.index("--dist-init-addr") + 1] == "10.213.0.13:30190"

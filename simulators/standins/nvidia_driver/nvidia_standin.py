@@ -203,8 +203,12 @@ class Ledger:
             if not self._owner_alive(os.path.join(self.allocations_dir, base + ".lock")):
                 continue
             try:
-                with open(os.path.join(self.allocations_dir, name), encoding="utf-8") as handle:
-                    record = json.load(handle)
+                # Anyone may write here: never follow a link, read only a small regular file.
+                fd = os.open(os.path.join(self.allocations_dir, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+                with os.fdopen(fd, "rb") as handle:
+                    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                        continue
+                    record = json.loads(handle.read(4096).decode("utf-8"))
             except (OSError, ValueError):
                 continue
             if isinstance(record, dict) and isinstance(record.get("used_mib"), int):
