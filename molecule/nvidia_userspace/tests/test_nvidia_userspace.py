@@ -11,13 +11,15 @@ def test_installer_ran_once_with_the_container_flags(host):
 
 
 def test_userspace_has_the_host_kernel_module_version(host):
-    assert host.check_output("nvidia-smi --query-gpu=driver_version --format=csv,noheader").split() == [HOST_VERSION] * 2
+    assert host.check_output("nvidia-smi --query-gpu=driver_version --format=csv,noheader").split() == [HOST_VERSION] * 6
     assert host.file(f"{LIBDIR}/libnvidia-ml.so.{HOST_VERSION}").exists
     assert host.file(f"{LIBDIR}/libnvidia-ml.so.1").linked_to == f"{LIBDIR}/libnvidia-ml.so.{HOST_VERSION}"
 
 
-def test_two_gpus_visible(host):
-    assert host.check_output("nvidia-smi -L").count("GPU ") == 2
+def test_the_gpus_passed_in_are_visible_and_only_those(host):
+    # Seven GPUs on the "node" (the driver's list the container sees), six of them passed in.
+    assert host.check_output("nvidia-smi -L").count("GPU ") == 6
+    assert len(host.check_output("ls /srv/nvidia-standin/gpus").split()) == 7
 
 
 def test_installer_kept_for_the_record(host):

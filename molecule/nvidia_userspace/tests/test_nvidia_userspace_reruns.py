@@ -56,11 +56,23 @@ def test_host_driver_update_installs_the_new_version(host, restore_host):
     run = rerun_converge()
     assert run.rc == 0, run.summary()
     assert installer_runs(host) == runs_before + [f"{OTHER_VERSION} {FLAGS}"]
-    assert host.check_output("nvidia-smi --query-gpu=driver_version --format=csv,noheader").split() == [OTHER_VERSION] * 2
+    assert host.check_output("nvidia-smi --query-gpu=driver_version --format=csv,noheader").split() == [OTHER_VERSION] * 6
     assert not host.file(f"{LIBDIR}/libnvidia-ml.so.{HOST_VERSION}").exists
 
 
 def test_wrong_gpu_count_fails(host):
     run = rerun_converge({"nvidia_userspace_expected_gpu_count": 4})
     assert run.rc != 0
-    assert "lists 2 GPU(s) (NVIDIA RTX A6000, NVIDIA RTX A6000), expected 4" in run.text
+    assert "nvidia-smi inside the container lists 6 GPU(s) (GPU-" in run.text and "expected 4" in run.text, run.text
+
+
+def test_an_assigned_gpu_that_was_not_passed_in_is_named_with_its_node(host):
+    visible = host.check_output("nvidia-smi --query-gpu=uuid --format=csv,noheader").split()
+    every = [line.split()[-1] for line in host.check_output("cat /srv/nvidia-standin/gpus/*/information").splitlines()
+             if line.startswith("GPU UUID:")]
+    (missing,) = sorted(set(every) - set(visible))
+    run = rerun_converge({"nvidia_userspace_expected_gpu_uuids": visible[:1] + [missing]})
+    assert run.rc != 0
+    assert "%s (the host's GPU 6, /dev/nvidia6) is not usable here: its device node is not in the container" % missing in run.text, \
+        run.text
+    assert "%s (GPU 1 here) is visible but not assigned to this container" % visible[1] in run.text, run.text
