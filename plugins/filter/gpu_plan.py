@@ -61,8 +61,8 @@ def gpu_plan(servers, nodes):
         raise AnsibleFilterError("gpu_plan expects a dict of server containers and a dict of node GPU lists, not %s and %s"
                                  % (type(servers).__name__, type(nodes).__name__))
     for node, gpus in nodes.items():
-        if gpus is not None and (not isinstance(gpus, list) or not all(isinstance(gpu, dict) and "uuid" in gpu and "index" in gpu
-                                                                         for gpu in gpus)):
+        listed = isinstance(gpus, list) and all(isinstance(gpu, dict) and "uuid" in gpu and "index" in gpu for gpu in gpus)
+        if gpus is not None and not listed:
             raise AnsibleFilterError("gpu_plan: the GPUs of node %s must be nvidia_driver_facts' gpus list" % node)
     return nvidia_gpus.plan(dict((str(host), dict(settings or {})) for host, settings in servers.items()), nodes)
 

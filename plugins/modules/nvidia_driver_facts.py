@@ -64,8 +64,8 @@ extends_documentation_fragment:
   - llmops.serving.attributes.read_only
 notes:
   - C(nvidia-smi) inside a container lists the GPUs whose device nodes the container can open; RV(gpu_count) is
-    therefore the number of GPUs passed through, not the number in the host, and their RV(gpus[].index) is the
-    container's own numbering. RV(driver_gpus) keeps the host's numbering.
+    therefore the number of GPUs passed through, not the number in the host, and the C(index) of each of RV(gpus) is
+    the container's own numbering. RV(driver_gpus) keeps the host's numbering.
   - A GPU's index (PCI bus order) and its device minor need not be equal; pass GPUs by minor, name them by index or
     UUID.
 seealso:

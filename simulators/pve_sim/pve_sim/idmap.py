@@ -76,8 +76,8 @@ def _host_id(value, id_map, kind, path, rootfs, resume):
         if entry_kind == kind and inside <= value < inside + length:
             return host - inside + value
     # tar in PVE's user namespace cannot chown to an id outside the map either: the restore fails.
-    raise TaskFailed("%s %d of /%s is outside the container's id map" % ("uid" if kind == "u" else "gid", value,
-                                                                          os.path.relpath(path, rootfs).lstrip(".")))
+    raise TaskFailed("%s %d of /%s is outside the container's id map"
+                     % ("uid" if kind == "u" else "gid", value, os.path.relpath(path, rootfs).lstrip(".")))
 
 
 def shift_rootfs(rootfs, id_map, resume=False):

@@ -434,8 +434,8 @@ def render_lxc_config(vmid, config, rootfs, cgroup_version, bridge_mtu=network.r
     had_cpuset = False
     lines.extend(mounts.render_mount_lines(config, is_directory))
     for source, target, read_only in driver_mounts:
-        lines.append("lxc.mount.entry = %s %s none bind,create=dir%s 0 0" % (mounts.fstab_escape(source), mounts.fstab_escape(target.lstrip("/")),
-                                                                           ",ro" if read_only else ""))
+        lines.append("lxc.mount.entry = %s %s none bind,create=dir%s 0 0"
+                     % (mounts.fstab_escape(source), mounts.fstab_escape(target.lstrip("/")), ",ro" if read_only else ""))
     for device in config.devices():
         kind, major, minor = device_rdev(device.path)
         lines.append("%sdevices.allow = %s %d:%d %s" % (prefix, kind, major, minor, "r" if device.deny_write else "rw"))

@@ -341,8 +341,9 @@ def gpu_host(target, tmp_path, monkeypatch, present=(0, 1)):
     for index, uuid in enumerate(GPU_UUIDS):
         directory = proc / "gpus" / ("0000:%02x:00.0" % (0x11 + index * 7))
         directory.mkdir(parents=True)
-        (directory / "information").write_text("Model: \t\t NVIDIA RTX A6000\nGPU UUID: \t %s\nBus Location: \t 0000:%02x:00.0\n"
-                                                "Device Minor: \t %d\n" % (uuid, 0x11 + index * 7, index ^ 1))
+        (directory / "information").write_text(
+            "Model: \t\t NVIDIA RTX A6000\nGPU UUID: \t %s\nBus Location: \t 0000:%02x:00.0\nDevice Minor: \t %d\n"
+            % (uuid, 0x11 + index * 7, index ^ 1))
     monkeypatch.setattr(service_provenance, "DEV_DIR", str(target.dev))
     return str(proc)
 
