@@ -132,6 +132,27 @@ def resolve(node_gpus, request, where="the node"):
     return sorted(chosen, key=lambda gpu: gpu["index"])
 
 
+def is_gpu_node(device):
+    """Whether a discovered device node (``{path, type, major, minor}``) is a GPU's (/dev/nvidia<minor>), not one of the
+    driver's own (nvidiactl, nvidia-modeset) or another module's (nvidia-uvm, nvidia-caps)."""
+    return device.get("type") == "c" and device.get("major") == NVIDIA_MAJOR and int(device.get("minor", -1)) < FIRST_CONTROL_MINOR
+
+
+def select_devices(devices, node_gpus, request, where="the node"):
+    """What a container gets of its node: ``{"gpus": the GPUs ``request`` names, "devices": the node's other nodes and
+    those GPUs' nodes (by minor), in discovery order, "gpu_devices": the GPU nodes among them}``. Without the node's GPU
+    list only ``all`` can be resolved: every node. GpuError as resolve()."""
+    if not node_gpus:
+        if request not in (None, ALL):
+            raise GpuError("%s's GPU list is unknown, so only 'all' can be given, not %r" % (where, request))
+        chosen, minors = [], None
+    else:
+        chosen = resolve(node_gpus, request, where)
+        minors = set(gpu["minor"] for gpu in chosen)
+    passed = [device for device in devices if minors is None or not is_gpu_node(device) or device["minor"] in minors]
+    return {"gpus": chosen, "devices": passed, "gpu_devices": [device for device in passed if is_gpu_node(device)]}
+
+
 def plan(servers, nodes):
     """The GPU assignment of every server container, and what is wrong with it.
 

@@ -29,9 +29,28 @@ def test_the_plan_filter_refuses_what_is_not_its_input(servers, nodes):
         plan_filter.gpu_plan(servers, nodes)
 
 
-def test_the_assignment_filter_gives_the_gpus_and_names_the_node_when_it_cannot():
-    assert [gpu["minor"] for gpu in assignment_filter.gpu_assignment(NODE, ["GPU-b", 0], "pve1")] == [1, 0]
+DEVICES = [{"path": "/dev/nvidia1", "type": "c", "major": 195, "minor": 1}, {"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0},
+           {"path": "/dev/nvidiactl", "type": "c", "major": 195, "minor": 255},
+           {"path": "/dev/nvidia-uvm", "type": "c", "major": 508, "minor": 0},
+           {"path": "/dev/nvidia-caps", "type": "d", "major": None, "minor": None}]
+
+
+def test_the_assignment_filter_gives_the_control_nodes_and_the_chosen_gpus_nodes_by_minor():
+    picked = assignment_filter.gpu_assignment(DEVICES, NODE, ["GPU-a"], "pve1")
+    assert [gpu["uuid"] for gpu in picked["gpus"]] == ["GPU-a"]
+    # GPU-a (index 0) is minor 1; the nvidia-uvm node's minor 0 is another module's, not GPU-b's.
+    assert [device["path"] for device in picked["devices"]] == ["/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-caps"]
+    assert [device["path"] for device in picked["gpu_devices"]] == ["/dev/nvidia1"]
+    every = assignment_filter.gpu_assignment(DEVICES, [], "all", "pve1")
+    assert every["devices"] == DEVICES and every["gpus"] == [] and len(every["gpu_devices"]) == 2
+
+
+def test_the_assignment_filter_names_the_node_when_it_cannot():
     with pytest.raises(AnsibleFilterError, match=r"pve_container_gpus: pve1 has no GPU 2 \(it has 0=GPU-a, 1=GPU-b\)"):
-        assignment_filter.gpu_assignment(NODE, [2], "pve1")
+        assignment_filter.gpu_assignment(DEVICES, NODE, [2], "pve1")
+    with pytest.raises(AnsibleFilterError, match="pve1's GPU list is unknown, so only 'all' can be given"):
+        assignment_filter.gpu_assignment(DEVICES, [], [0], "pve1")
     with pytest.raises(AnsibleFilterError, match="expects the node's GPUs"):
-        assignment_filter.gpu_assignment([{"minor": 0}], "all", "pve1")
+        assignment_filter.gpu_assignment(DEVICES, [{"minor": 0}], "all", "pve1")
+    with pytest.raises(AnsibleFilterError, match="device nodes as a list of dicts"):
+        assignment_filter.gpu_assignment("/dev/nvidia0", NODE, "all", "pve1")
