@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: card_generation_config
 short_description: The staged model's generation_config.json with the model card's sampling values
-version_added: 0.2.0
+version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
   - "Returns the checkpoint's C(generation_config.json) (the input) with the card's values for the keys SGLang 0.5.23

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: model_nodes
 short_description: The hosts that run one model together, in rank order
-version_added: 0.3.0
+version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
   - "A model on one host: the host alone. A model across hosts (C(sglang_service_model_group)): the hosts of that

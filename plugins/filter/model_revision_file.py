@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: model_revision_file
 short_description: The file that records which commit of a model is staged in a directory
-version_added: 0.3.0
+version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
   - "C(hf download --local-dir) records the commit of every file it fetched in

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: preferred_sampling_params
 short_description: The model card's sampling values as SGLang's --preferred-sampling-params JSON
-version_added: 0.2.0
+version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
   - Returns the card's values for a mode as the JSON object SGLang's C(--preferred-sampling-params) takes (keys

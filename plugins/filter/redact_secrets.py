@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: redact_secrets
 short_description: Mask secrets in every string of a value before it is printed, written or returned
-version_added: 0.2.0
+version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
   - Applies the collection's one redaction function (module_utils C(redact)) to every string in a value, nested lists

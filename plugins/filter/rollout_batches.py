@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: rollout_batches
 short_description: The cutover's serial batch sizes, with every node of a multi-node model in one batch
-version_added: 0.4.0
+version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
   - From the hosts that cut over (in rollout order) and the nodes of each host's model, the list of batch sizes for a

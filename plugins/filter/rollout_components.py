@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: rollout_components
 short_description: The component digests of what this run would deploy to a host
-version_added: 0.3.0
+version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
   - "From P(llmops.serving.rollout_inputs#lookup)'s result (the collection digest and each role's option names) and the

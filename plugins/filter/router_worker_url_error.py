@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: router_worker_url_error
 short_description: Why a URL cannot be a worker of the SGLang router, or null
-version_added: 0.4.0
+version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
   - Returns null for a URL the role C(llmops.serving.sglang_router) accepts as a worker (C(http) or C(https), a DNS

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: sampling_applied
 short_description: Which of the model card's sampling values the running SGLang server applies to chat requests
-version_added: 0.2.0
+version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
   - Compares the chat defaults SGLang logged at start (C(Using default chat sampling params from model generation

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: sampling_protection
 short_description: Which sampling keys the SGLang server supplies per endpoint when a client leaves them out
-version_added: 0.2.0
+version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
   - "Returns, per endpoint (C(/v1/chat/completions), C(/v1/completions), C(/generate)) and key, whether SGLang 0.5.23

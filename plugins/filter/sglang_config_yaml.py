@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: sglang_config_yaml
 short_description: Render server flags as an SGLang --config YAML file whose values read back exactly
-version_added: 0.2.0
+version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
   - SGLang (0.5.23) reads C(--config FILE.yaml) in-process and turns each flag and value of its top-level mapping into

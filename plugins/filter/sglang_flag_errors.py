@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: sglang_flag_errors
 short_description: Say which of a server's flag settings SGLang would refuse, change silently or leak
-version_added: 0.2.0
+version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
   - For the input check of a role that renders SGLang's command line (an C(assert) on an empty result). Each message

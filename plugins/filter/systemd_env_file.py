@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: systemd_env_file
 short_description: Render environment variables as the lines of a systemd EnvironmentFile=
-version_added: 0.2.0
+version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
   - Returns one C(NAME=value) line per variable that systemd reads back as exactly that value (systemd.exec(5),

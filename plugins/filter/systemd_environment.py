@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: systemd_environment
 short_description: Render environment variables as values of systemd Environment= settings
-version_added: 0.2.0
+version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
   - Returns one C(Environment=) value per variable, each a single word that systemd unquotes into exactly C(NAME=value)

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: systemd_unit_value
 short_description: Render one value of a systemd unit setting that takes no quoted words
-version_added: 0.2.0
+version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
   - Checks and renders the value of a setting such as C(Description=), C(User=), C(EnvironmentFile=),

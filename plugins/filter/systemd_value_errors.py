@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: systemd_value_errors
 short_description: Say which variables hold values a systemd unit or environment file cannot carry
-version_added: 0.2.0
+version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
   - For a role's input check before anything is rendered (an C(assert) on an empty result), returns one message per

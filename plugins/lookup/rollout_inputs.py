@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: rollout_inputs
 short_description: What a deployment of a server is made of, as the controller sees it
-version_added: 0.3.0
+version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
   - "Returns, for the rollout plan of C(deploy.yml): the digest of this collection's roles and plugins (the code and

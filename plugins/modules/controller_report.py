@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: controller_report
 short_description: Write a report of this run on the controller
-version_added: 0.3.0
+version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
   - Writes O(content) to O(path) on the controller (the machine that runs ansible-playbook), atomically (a temporary

@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: rollout_plan
 short_description: Decide whether a server instance needs a new deployment, or record the one a rollout verified
-version_added: 0.3.0
+version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
   - "O(mode=check) (read-only): compares the component digests of what this run would deploy (O(components): the

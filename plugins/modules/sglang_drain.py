@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: sglang_drain
 short_description: Wait until an SGLang server has no request in flight
-version_added: 0.4.0
+version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
   - Polls the server's Prometheus C(GET /metrics) (served without authentication when SGLang runs with

@@ -27,7 +27,7 @@ description:
     context length the KV pool holds) and a set of changes with which it serves what was asked; always the breakdown
     and the binding constraint.
   - Needs no GPU; runs on the controller (give O(config)) or on the target (give O(model_path)).
-version_added: 0.2.0
+version_added: 0.1.0
 author:
   - llmops.serving contributors (!UNKNOWN)
 options:

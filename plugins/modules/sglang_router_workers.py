@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: sglang_router_workers
 short_description: Verify, register or remove the workers of an SGLang router
-version_added: 0.4.0
+version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
   - Talks to the SGLang router (C(sglang-router) 0.3.2, the Rust router C(smg)) through its worker API - C(GET /workers),

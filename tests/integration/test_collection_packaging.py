@@ -42,7 +42,10 @@ def installed(tmp_path_factory):
 
 # What the tarball may hold: the collection and nothing of the workshop around it (simulators, inventories, test
 # support, build outputs, the checkout's own ansible.cfg and root playbook).
-ALLOWED_TOP_LEVEL = {"MANIFEST.json", "FILES.json", "README.md", "meta", "plugins", "roles", "playbooks", "docs", "changelogs"}
+ALLOWED_TOP_LEVEL = {"MANIFEST.json", "FILES.json", "README.md", "LICENSE", "meta", "plugins", "roles", "playbooks", "docs",
+                     "changelogs"}
+# What git tracks of the collection: every such file ships (galaxy.yml's allow-list must not drop one).
+SHIPPED_PATHS = ("plugins/", "roles/", "playbooks/", "docs/", "changelogs/fragments/", "meta/")
 FORBIDDEN_PARTS = {"__pycache__", ".pytest_cache", "build", "dist"}
 
 
@@ -63,7 +66,42 @@ def test_tarball_members_are_the_collection_only(installed):
     assert all(f"plugins/filter/{f}.py" in names for f in FILTERS)
     roles = sorted(p.name for p in (REPO / "roles").iterdir() if p.is_dir())
     assert all(f"roles/{r}/meta/argument_specs.yml" in names for r in roles)
-    assert {"playbooks/deploy.yml", "playbooks/verify.yml", "meta/runtime.yml"} <= set(names)
+    assert {"playbooks/deploy.yml", "playbooks/verify.yml", "meta/runtime.yml", "LICENSE"} <= set(names)
+    # The license the collection declares (galaxy.yml: GPL-3.0-or-later), in full.
+    with tarfile.open(tarball) as tar:
+        license_text = tar.extractfile("LICENSE").read().decode()
+    assert "GNU GENERAL PUBLIC LICENSE" in license_text and "Version 3, 29 June 2007" in license_text
+    tracked = run(["git", "ls-files"]).stdout.split()
+    if tracked:  # a checkout (not an unpacked release)
+        missing = sorted(path for path in tracked if path.startswith(SHIPPED_PATHS) and path not in names
+                         and not path.startswith("docs/docsite/rst"))
+        assert not missing, f"tracked files of the collection that do not ship: {missing}"
+
+
+def test_a_stray_directory_in_the_checkout_does_not_ship(tmp_path):
+    """The tarball comes from an allow-list: a checkout with a stray virtualenv and build output ships what a clean one
+    ships."""
+    tracked = run(["git", "ls-files"]).stdout.split()
+    members = {}
+    for variant in ("clean", "stray"):
+        checkout = tmp_path / variant
+        for path in tracked:
+            source = REPO / path
+            if source.is_file() and not source.is_symlink():
+                (checkout / path).parent.mkdir(parents=True, exist_ok=True)
+                (checkout / path).write_bytes(source.read_bytes())
+        if variant == "stray":
+            for stray in ("venv/lib/python3.11/site-packages/stray.py", "build/lib/plugins/modules/old.py", "notes/todo.md",
+                          "plugins/modules/__pycache__/pve_lxc.cpython-311.pyc", "roles/sglang/.pytest_cache/v/x"):
+                (checkout / stray).parent.mkdir(parents=True, exist_ok=True)
+                (checkout / stray).write_text("not the collection\n")
+        out = tmp_path / ("dist-" + variant)
+        built = run([BIN / "ansible-galaxy", "collection", "build", "--force", "--output-path", str(out), str(checkout)], cwd=checkout)
+        assert built.returncode == 0, built.stderr
+        with tarfile.open(out / f"llmops-serving-{GALAXY['version']}.tar.gz") as tar:
+            members[variant] = sorted(name for name in tar.getnames() if name not in ("MANIFEST.json", "FILES.json"))
+    assert members["stray"] == members["clean"]
+    assert "LICENSE" in members["clean"]
 
 
 def test_requires_ansible_is_the_tested_core():
