@@ -44,7 +44,8 @@ def input_errors(**variables):
     """The messages of the role's input check (tasks/validate.yml) for these variables over the defaults."""
     with open(os.path.join(REPO, ROLE, "tasks", "validate.yml"), encoding="utf-8") as handle:
         tasks = yaml.safe_load(handle)
-    expression = next(task["vars"]["_sglang_service_input_errors"] for task in tasks if "vars" in task)
+    expression = next(task["vars"]["_sglang_service_input_errors"] for task in tasks
+                      if "_sglang_service_input_errors" in task.get("vars", {}))
     return render(expression, variables, ROLE_VARS)
 
 
