@@ -33,6 +33,9 @@ STORAGES = {
     "local-lvm": {"type": "lvmthin", "content": ["rootdir", "images"]},
 }
 _NEW_DISK_RE = re.compile(r"^(?:([^/:\s]+):)?(\d+(?:\.\d+)?)$")
+# pve-storage Plugin.pm parse_volume_id, and a template's file name (PVE::Storage $VZTMPL_EXT_RE_1).
+_VOLUME_ID_RE = re.compile(r"^([a-z][a-z0-9\-_.]*[a-z0-9]):(.+)$", re.I)
+_VZTMPL_NAME_RE = re.compile(r"^[^/]+\.(?:tar(?!\.)|tar\.(gz|xz|zst|bz2))$", re.I)
 
 
 class ApiError(Exception):
@@ -255,32 +258,59 @@ class Node:
         if storage not in STORAGES:
             raise die("storage '%s' does not exist" % storage)
         result = []
-        if storage == "local" and params.get("content") in (None, "vztmpl"):
-            for entry in sorted(os.listdir(self.template_dir)):
-                if not re.search(r"\.tar\.(zst|gz|xz)$", entry):
-                    continue
+        # Plugin.pm list_volumes: only the content types the storage holds; the templates are the files of
+        # template/cache whose names parse as a vztmpl volume, sorted by volid.
+        if "vztmpl" in STORAGES[storage]["content"] and params.get("content") in (None, "vztmpl"):
+            for entry in sorted(os.listdir(self.template_dir), key=str.lower):
+                match = _VZTMPL_NAME_RE.match(entry)
                 path = os.path.join(self.template_dir, entry)
-                kind = {"zst": "tzst", "gz": "tgz", "xz": "txz"}[entry.rsplit(".", 1)[1]]
-                result.append({"volid": "local:vztmpl/%s" % entry, "content": "vztmpl", "format": kind,
-                               "size": os.path.getsize(path), "ctime": int(os.path.getmtime(path))})
+                if not match or not os.path.isfile(path):
+                    continue
+                result.append({"volid": "%s:vztmpl/%s" % (storage, entry), "content": "vztmpl",
+                               "format": "tar" if match.group(1) is None else "t" + match.group(1).lower(),
+                               "size": os.path.getsize(path), "ctime": int(os.stat(path).st_ctime)})
         return result
 
     # -- containers --------------------------------------------------------------------------------
 
-    def template_path(self, volid):
-        match = re.match(r"^([^:]+):vztmpl/(.+)$", volid)
+    def template_volume(self, volid):
+        """PVE::Storage::check_volume_access at the create call: the volid must parse on an existing storage.
+
+        Whether the file exists is only found out in the create task (see template_file). Returns the storage, or None
+        for an absolute path (root's, checked in the task too)."""
+        match = _VOLUME_ID_RE.match(volid)
         if not match:
             if volid.startswith("/"):
-                return volid
+                return None
             raise die("unable to parse volume ID '%s'" % volid)
-        storage, name = match.groups()
+        storage, volname = match.groups()
         if storage not in STORAGES:
             raise die("storage '%s' does not exist" % storage)
-        if "vztmpl" not in STORAGES[storage]["content"] or "/" in name:
-            raise die("volume '%s' does not exist" % volid)
-        path = os.path.join(self.template_dir, name)
+        if STORAGES[storage]["type"] == "lvmthin":
+            # LvmThinPlugin::parse_volname -> parse_lvm_name: the '/' of vztmpl/... is not a character of an LV name.
+            if not re.match(r"^[a-z0-9][a-z0-9\-_.]*[a-z0-9]$", volname, re.I):
+                raise die("lvm name '%s' contains illegal characters" % volname)
+            raise die("pve-sim does not implement volumes of storage '%s' as ostemplate ('%s')" % (storage, volid))
+        if volname.startswith("vztmpl/"):
+            # Plugin.pm parse_volname: no other volume type starts with vztmpl/.
+            if not _VZTMPL_NAME_RE.match(volname[len("vztmpl/"):]):
+                raise die("unable to parse directory volume name '%s'" % volname)
+            return storage
+        raise die("pve-sim does not implement volumes other than vztmpl/ as ostemplate ('%s')" % volid)
+
+    def template_file(self, volid):
+        """The template's file, found as the create task finds it (PVE::LXC::Create::restore_archive ->
+        PVE::Storage::abs_filesystem_path); TaskFailed with PVE's message when it is not there."""
+        if volid.startswith("/"):
+            if not os.path.isfile(volid):
+                raise TaskFailed("can't find file '%s'" % volid)
+            return volid
+        path = os.path.join(self.template_dir, volid.split(":vztmpl/", 1)[1])
         if not os.path.exists(path):
-            raise die("volume '%s' does not exist" % volid)
+            # Plugin.pm activate_volume, called by abs_filesystem_path before it looks at the path.
+            raise TaskFailed("volume '%s' does not exist" % volid)
+        if not os.path.isfile(path):
+            raise TaskFailed("can't find file '%s'" % volid)
         return path
 
     def create(self, identity, params, node):
@@ -308,7 +338,7 @@ class Node:
                 raise die(invalid)
         start = schema.parse_boolean(params.pop("start", "0"))
         self.check_modify_perm(identity, vmid, None, params, [], unprivileged)
-        template = self.template_path(ostemplate)
+        self.template_volume(ostemplate)
         for key, value in params.items():
             if re.match(r"^dev\d+$", key):
                 try:
@@ -338,7 +368,9 @@ class Node:
                 # Where PVE allocates the mount points' volumes.
                 for key in mounts.mount_point_keys(options_out):
                     mounts.check_supported(key, options_out[key])
-                self.runtime.extract(vmid, template, rootfs, task, id_map)
+                # As on a node: the rootfs is allocated before the template is looked for (and removed again).
+                os.makedirs(rootfs, exist_ok=True)
+                self.runtime.extract(vmid, self.template_file(ostemplate), rootfs, task, id_map)
                 if password:
                     task.log("setting root password (not applied by pve-sim)")
                 # PVE::LXC::Setup::post_create_hook, as the container's root

@@ -322,6 +322,46 @@ def test_a_create_with_a_broken_template_is_a_failed_task_not_an_http_error(sim)
     assert not os.path.exists(os.path.join(sim.state_dir, "etc", "pve", "lxc", "210.conf"))
 
 
+def test_a_create_from_a_template_the_storage_does_not_have_is_a_failed_task_with_pves_message(sim):
+    # pve-container accepts the call (check_volume_access only parses the volid) and the vzcreate task fails when
+    # restore_archive -> abs_filesystem_path -> activate_volume finds no file: "volume '...' does not exist".
+    api = sim.api()
+    volid = "local:vztmpl/debian-13-standard_13.1-2_amd64.tar.zst"
+    upid = api.nodes("pve").lxc.post(vmid=213, ostemplate=volid, rootfs="local:2")
+    status = wait_task(api, upid)
+    assert status["exitstatus"] == "unable to create CT 213 - volume '%s' does not exist" % volid
+    assert api.nodes("pve").tasks(upid).log.get()[-1]["t"] == "TASK ERROR: " + status["exitstatus"]
+    assert not os.path.exists(os.path.join(sim.state_dir, "etc", "pve", "lxc", "213.conf"))
+    assert not os.path.exists(os.path.join(sim.state_dir, "var", "lib", "vz", "images", "213"))
+    # What the storage's listing shows is what a create finds.
+    listed = [item["volid"] for item in api.nodes("pve").storage("local").content.get(content="vztmpl")]
+    assert volid not in listed and "local:vztmpl/" + TEMPLATE in listed
+
+
+@pytest.mark.parametrize("volid,status,message", [
+    ("nosuch:vztmpl/" + TEMPLATE, 500, "storage 'nosuch' does not exist"),
+    ("local:vztmpl/debian-12-standard.img", 500, "unable to parse directory volume name 'vztmpl/debian-12-standard.img'"),
+    ("local-lvm:vztmpl/" + TEMPLATE, 500, "lvm name 'vztmpl/%s' contains illegal characters" % TEMPLATE),
+    ("debian-12", 500, "unable to parse volume ID 'debian-12'"),
+])
+def test_a_template_volid_that_does_not_parse_is_refused_by_the_call(sim, volid, status, message):
+    error = raised(lambda: sim.api().nodes("pve").lxc.post(vmid=214, ostemplate=volid))
+    assert (error.status_code, error.content) == (status, message)
+    assert not os.path.exists(os.path.join(sim.state_dir, "etc", "pve", "lxc", "214.conf"))
+
+
+def test_storage_content_lists_only_what_the_storage_holds(sim):
+    api = sim.token_api()
+    templates = api.nodes("pve").storage("local").content.get(content="vztmpl")
+    item = [entry for entry in templates if entry["volid"] == "local:vztmpl/" + TEMPLATE][0]
+    assert (item["content"], item["format"]) == ("vztmpl", "tgz") and item["size"] > 0
+    assert [entry["volid"] for entry in templates] == sorted((entry["volid"] for entry in templates), key=str.lower)
+    # local-lvm holds no templates; a storage that does not exist is PVE's error.
+    assert api.nodes("pve").storage("local-lvm").content.get(content="vztmpl") == []
+    error = raised(lambda: api.nodes("pve").storage("nosuch").content.get(content="vztmpl"))
+    assert (error.status_code, error.content) == (500, "storage 'nosuch' does not exist")
+
+
 def test_a_start_with_a_missing_device_fails_the_task_with_pves_message(sim):
     api = sim.api()
     create_ct(api, 211)
