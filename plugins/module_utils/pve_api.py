@@ -17,6 +17,8 @@ Differences from community.proxmox 1.4.0 (why it is not used): each HTTP request
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 import traceback
 
 from ansible.module_utils.basic import missing_required_lib
@@ -94,10 +96,32 @@ def require_positive_seconds(params, names):
             raise PveFailure("%s must be at least 1 second, got %d" % (name, params[name]))
 
 
+def require_ca_path(params):
+    """Fail when ``ca_path`` is given but cannot be read here.
+
+    requests raises a bare OSError for it ('Could not find a suitable TLS CA certificate bundle, invalid path: ...'),
+    which no RequestException clause catches: the module would end in a traceback instead of a message.
+    """
+    path = params["ca_path"]
+    if not (params["validate_certs"] and path):
+        return
+    if not os.path.exists(path):
+        reason = "does not exist"
+    elif not os.access(path, os.R_OK):
+        reason = "cannot be read by this user"
+    else:
+        return
+    raise PveFailure(
+        "ca_path %s %s on %s, where this module runs and verifies the API's certificate: copy the cluster's CA there from "
+        "any node (/etc/pve/pve-root-ca.pem), or leave ca_path empty to verify with the system's CAs" % (
+            path, reason, socket.gethostname()))
+
+
 def connect(params):
     """A proxmoxer client for the connection options in ``params``; a ticket is requested at once with a password."""
     if ProxmoxAPI is None:
         raise PveFailure(missing_required_lib("proxmoxer"), exception=PROXMOXER_IMPORT_ERROR)
+    require_ca_path(params)
     verify = params["validate_certs"]
     if verify and params["ca_path"]:
         verify = params["ca_path"]

@@ -15,6 +15,10 @@ author:
 description:
   - Manages one LXC container of a Proxmox VE node through the API with proxmoxer.
   - A missing container is created (C(POST /nodes/{node}/lxc)) from O(ostemplate) with the options of O(config).
+    Before that (in check mode too) the template's storage is asked for its templates
+    (C(GET /nodes/{node}/storage/{storage}/content?content=vztmpl)); a template it does not hold fails the module before
+    anything is sent, naming the storage and the C(pveam) commands that download it (Proxmox itself would accept the
+    create and fail its task after allocating the root filesystem).
     An existing one is updated with C(PUT /nodes/{node}/lxc/{vmid}/config), sending only the options that differ and
     C(delete) for options set to null, with the C(digest) of the config that was read, so that a concurrent change
     is refused by Proxmox instead of overwritten (the module rereads and retries once).
@@ -215,6 +219,7 @@ from ansible_collections.llmops.serving.plugins.module_utils.pve_lxc_update impo
     plan_update,
     render_options,
 )
+from ansible_collections.llmops.serving.plugins.module_utils.pve_storage import missing_template, template_volume
 
 DIGEST_CONFLICT = "detected modified configuration"
 
@@ -250,11 +255,22 @@ class Container:
     def wait(self, upid, description, timeout=None):
         wait_for_upid(self.api, self.params["node"], upid, timeout or self.params["task_timeout"], description, self.tasks)
 
-    def create(self, wanted):
+    def check_create(self):
+        """Refuse, before anything is sent, a create Proxmox would fail: no template, or one its storage does not hold."""
         params = self.params
         if not params["ostemplate"]:
             raise PveFailure("CT %d does not exist on node %s and ostemplate is not set: give the template to create it from"
                              % (params["vmid"], params["node"]))
+        volume = template_volume(params["ostemplate"])
+        if volume is None:
+            return
+        listing = self.node.storage(volume[0]).content.get(content="vztmpl")
+        message = missing_template(params["ostemplate"], listing)
+        if message:
+            raise PveFailure("CT %d on node %s: %s" % (params["vmid"], params["node"], message))
+
+    def create(self, wanted):
+        params = self.params
         extra = {"ostemplate": params["ostemplate"], "storage": params["storage"], "password": params["password"],
                  "ssh-public-keys": params["ssh_public_keys"], "unprivileged": params["unprivileged"]}
         upid = self.node.lxc.post(**create_params(params["vmid"], wanted, extra))
@@ -318,6 +334,7 @@ def run(module, api):
         return result
 
     if current is None:
+        container.check_create()
         result["created"] = True
         if module.check_mode:
             after = dict((key, value) for key, value in options_of(wanted).items() if wanted.get(key) is not None)

@@ -51,15 +51,37 @@ def test_the_argument_spec_can_leave_host_and_user_optional():
 
 @pytest.mark.parametrize("extra,auth,verify", [
     ({"api_password": "pw"}, {"password": "pw"}, True),
-    ({"api_password": "pw", "ca_path": "/etc/pve/pve-root-ca.pem"}, {"password": "pw"}, "/etc/pve/pve-root-ca.pem"),
+    ({"api_password": "pw", "ca_path": "CA"}, {"password": "pw"}, "CA"),
+    # Not verified at all: the CA file is not needed (here it does not exist).
     ({"api_password": "pw", "ca_path": "/etc/pve/pve-root-ca.pem", "validate_certs": False}, {"password": "pw"}, False),
     ({"api_token_id": "ansible", "api_token_secret": "s"}, {"token_name": "ansible", "token_value": "s"}, True),
 ])
-def test_connect_passes_the_credentials_the_ca_and_the_timeout(extra, auth, verify):
+def test_connect_passes_the_credentials_the_ca_and_the_timeout(extra, auth, verify, tmp_path):
+    ca = tmp_path / "pve-root-ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    if extra.get("ca_path") == "CA":
+        extra = dict(extra, ca_path=str(ca))
+        verify = str(ca)
     with mock.patch.object(pve_api, "ProxmoxAPI") as factory:
         api = pve_api.connect(params(api_timeout=45, **extra))
     assert api is factory.return_value
     factory.assert_called_once_with("pve1.example.org", port=8006, verify_ssl=verify, timeout=45, user="root@pam", **auth)
+
+
+def test_connect_refuses_a_ca_file_it_cannot_read_before_any_request(tmp_path, monkeypatch):
+    # Without this, requests raises a bare OSError ('Could not find a suitable TLS CA certificate bundle, invalid
+    # path: ...') that the module cannot turn into a message.
+    missing = tmp_path / "pve-root-ca.pem"
+    with mock.patch.object(pve_api, "ProxmoxAPI") as factory:
+        with pytest.raises(pve_api.PveFailure) as caught:
+            pve_api.connect(params(api_password="pw", ca_path=str(missing)))
+        assert str(caught.value).startswith("ca_path %s does not exist on " % missing)
+        assert "copy the cluster's CA there from any node (/etc/pve/pve-root-ca.pem)" in str(caught.value)
+        missing.write_text("-----BEGIN CERTIFICATE-----\n")
+        monkeypatch.setattr(pve_api.os, "access", lambda path, mode: False)
+        with pytest.raises(pve_api.PveFailure, match="^ca_path %s cannot be read by this user on " % missing):
+            pve_api.connect(params(api_password="pw", ca_path=str(missing)))
+    factory.assert_not_called()
 
 
 def test_connect_without_proxmoxer_names_the_library(monkeypatch):

@@ -310,9 +310,14 @@ def test_api_backend_reports_a_failed_reboot_task_with_its_exit_status():
 
 @pytest.mark.parametrize("extra,timeout,verify", [
     ({"timeout": 45}, 45, True),
-    ({"api_timeout": 50, "ca_path": "/etc/pve/pve-root-ca.pem"}, 50, "/etc/pve/pve-root-ca.pem"),
+    ({"api_timeout": 50, "ca_path": "CA"}, 50, "CA"),
 ])
-def test_api_backend_takes_the_shared_connection_options_and_the_old_timeout_name(extra, timeout, verify):
+def test_api_backend_takes_the_shared_connection_options_and_the_old_timeout_name(extra, timeout, verify, tmp_path):
+    if verify == "CA":
+        # The CA file must exist where the module runs (pve_api refuses one it cannot read before any request).
+        verify = str(tmp_path / "pve-root-ca.pem")
+        (tmp_path / "pve-root-ca.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+        extra = dict(extra, ca_path=verify)
     api, _container = fake_proxmox({"dev0": "/dev/nvidia0", "dev1": "/dev/nvidiactl", "digest": "d"})
     args = dict(API_ARGS, api_user="root@pam", api_password="pw", **extra)
     with mock.patch.object(pve_api, "ProxmoxAPI", return_value=api) as factory:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from unittest import mock
 
 import pytest
 
@@ -145,6 +146,37 @@ def test_a_failed_create_task_fails_at_once_with_its_exit_status_and_log(sim):
     assert result["msg"].startswith("creating CT 304 failed: unable to create CT 304 - ")
     assert result["task_log_tail"][-1].startswith("TASK ERROR: unable to create CT 304")
     assert conf(sim, 304) is None
+
+
+def vzcreate_tasks(sim, vmid):
+    """The create tasks the simulator ran for ``vmid`` (its task logs are named after the UPID, with _ for :)."""
+    found = []
+    for _directory, _dirs, files in os.walk(sim["state"] / "var" / "log" / "pve" / "tasks"):
+        found.extend(name for name in files if "_vzcreate_%d_" % vmid in name)
+    return found
+
+
+def test_a_template_the_storage_does_not_hold_is_refused_before_anything_is_sent(sim):
+    missing = "local:vztmpl/debian-13-standard_13.1-2_amd64.tar.zst"
+    for check_mode in (True, False):
+        result, failed = run_module(pve_lxc.main, args(sim, 308, ostemplate=missing, config=CONFIG), check_mode=check_mode)
+        assert failed, result
+        assert result["msg"].startswith("CT 308 on node pve: the container template %s is not on storage 'local' (it holds "
+                                        % missing)
+        assert "'pveam download local debian-13-standard_13.1-2_amd64.tar.zst'" in result["msg"]
+        assert TEMPLATE in result["msg"] and result["tasks"] == [] and not result["created"]
+    assert conf(sim, 308) is None and vzcreate_tasks(sim, 308) == []
+    # Without the check Proxmox takes the create and fails its task (what the module spares the user).
+    api_args = args(sim, 308, ostemplate=missing, config=CONFIG)
+    with mock.patch.object(pve_lxc, "missing_template", return_value=None):
+        result, failed = run_module(pve_lxc.main, api_args)
+    assert failed and result["task_exitstatus"] == "unable to create CT 308 - volume '%s' does not exist" % missing
+    assert len(vzcreate_tasks(sim, 308)) == 1 and conf(sim, 308) is None
+
+
+def test_a_template_storage_that_does_not_exist_is_proxmoxs_error(sim):
+    result, failed = run_module(pve_lxc.main, args(sim, 309, ostemplate="nosuch:vztmpl/debian.tar.zst", config=CONFIG), check_mode=True)
+    assert failed and result["msg"] == "Proxmox API error for CT 309 on node pve: 500 Internal Server Error: storage 'nosuch' does not exist"
 
 
 def test_a_token_may_create_but_never_set_dev_entries(sim):
