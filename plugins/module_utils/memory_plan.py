@@ -719,6 +719,44 @@ def summary_line(plan, suggestions=None):
     return text
 
 
+# ---- what the server serves of what was asked ------------------------------------------------------------------------
+
+def serves(plan, actual=None):
+    """What the server serves of what was requested: running requests and the context the KV pool holds.
+
+    From the startup log when it has the figures (what SGLang allocated, after its own caps), else from the plan.
+    ``running_requests`` of ``requested_running_requests``; ``kv_tokens`` against ``context_length`` (the context
+    SGLang runs with: the flag, else the model's); ``full_context_requests``: requests of the full context the KV pool
+    holds at once (0: not even one).
+    """
+    actual = actual or {}
+    resolved = plan.get("resolved") or {}
+    from_log = actual.get("max_running_requests") is not None and actual.get("max_total_num_tokens") is not None
+    running = actual["max_running_requests"] if from_log else plan["pools"].get("max_running_requests")
+    tokens = actual["max_total_num_tokens"] if from_log else plan["pools"].get("max_total_num_tokens")
+    context = actual.get("context_len") if from_log and actual.get("context_len") else resolved.get("context_length")
+    requested = resolved.get("max_running_requests")
+    return {
+        "running_requests": running,
+        "requested_running_requests": requested,
+        "kv_tokens": tokens,
+        "context_length": context,
+        "full_context_requests": (tokens // context) if tokens is not None and context else None,
+        "source": "startup log" if from_log else "plan",
+    }
+
+
+def serves_line(figures):
+    """'serves 4 of 4 requested running requests; the KV pool holds 148578 tokens, 1 request of the 131072-token
+    context' (unknowns as '?')."""
+    def shown(value):
+        return "?" if value is None else str(value)
+    return "serves %s of %s requested running requests; the KV pool holds %s tokens, %s request(s) of the %s-token " \
+           "context" % (shown(figures["running_requests"]), shown(figures["requested_running_requests"]),
+                        shown(figures["kv_tokens"]), shown(figures["full_context_requests"]),
+                        shown(figures["context_length"]))
+
+
 # ---- plan vs the running server --------------------------------------------------------------------------------------
 
 def compare_with_startup(plan, actual):

@@ -19,6 +19,9 @@ Input is the summary the sglang_verify role assembles (templates/summary.json.j2
 * ``plan`` (optional): a mapping of quantity name to ``{"planned": number, "actual": number}``; each side becomes a
   sample of ``llmops_sglang_verdict_planned`` / ``llmops_sglang_verdict_actual`` with a ``quantity`` label, so
   ``actual / planned`` matches label for label. The quantity name should end with its unit (``kv_cache_tokens``).
+* ``serves`` (optional): what the server serves of what was requested (sglang_memory_plan's ``serves``), as
+  ``llmops_sglang_verdict_serves`` with a ``quantity`` label: ``running_requests`` of ``requested_running_requests``,
+  ``kv_cache_tokens`` against ``context_length_tokens``, and ``full_context_requests``, so an alert can compare them.
 """
 
 from __future__ import annotations
@@ -45,6 +48,11 @@ PROBE_DIAGNOSES = (VERDICT_HEALTHY, VERDICT_DRAFT_PATH, VERDICT_SAMPLING_LOOP, V
 
 # The statistics spec_decode_stats reports; other keys of its mappings (formula, num_steps, ...) are not samples.
 STAT_KEYS = ("mean", "median", "min", "max", "last")
+
+# (quantity label, key of sglang_memory_plan's serves)
+SERVES_QUANTITIES = (("running_requests", "running_requests"), ("requested_running_requests", "requested_running_requests"),
+                     ("kv_cache_tokens", "kv_tokens"), ("context_length_tokens", "context_length"),
+                     ("full_context_requests", "full_context_requests"))
 
 METRIC_NAME_RE = re.compile(r"\A[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 LABEL_NAME_RE = re.compile(r"\A[a-zA-Z_][a-zA-Z0-9_]*\Z")
@@ -208,8 +216,17 @@ def verdict_families(summary, written_at, deadline=None):
         planned.add(dict(base, quantity=quantity), values.get("planned"))
         actual.add(dict(base, quantity=quantity), values.get("actual"))
 
+    serves = Family("llmops_sglang_verdict_serves",
+                    "What the server serves of what was requested: running requests of those requested, the KV pool's "
+                    "tokens against the context length, and requests of the full context the pool holds.")
+    figures = summary.get("serves") or {}
+    if not isinstance(figures, dict):
+        raise ValueError("the summary's serves must be a mapping")
+    for quantity, key in SERVES_QUANTITIES:
+        serves.add(dict(base, quantity=quantity), figures.get(key))
+
     return [info, passed, written, pending_deadline, ready, ready_lag, decode_lines, accept_length, acceptance,
-            throughput, draft_tokens, degenerate, diagnosis, planned, actual]
+            throughput, draft_tokens, degenerate, diagnosis, planned, actual, serves]
 
 
 def render_verdict(summary, written_at, deadline=None):

@@ -283,6 +283,21 @@ comparison:
   returned: when O(startup_log) is given
   type: dict
   sample: {"max_mamba_cache_size": {"planned": 125, "actual": 124, "error": 1, "relative_error": 0.0081}}
+serves:
+  description:
+    - What the server serves of what was requested, from the startup log when O(startup_log) is given and has the
+      figures (C(source) says which), else from the plan - C(running_requests) of C(requested_running_requests),
+      C(kv_tokens) (the KV pool), C(context_length) (the flag, else the model's) and C(full_context_requests) (requests
+      of the full context the KV pool holds at once).
+  returned: always
+  type: dict
+  sample: {"running_requests": 4, "requested_running_requests": 4, "kv_tokens": 148578, "context_length": 131072,
+           "full_context_requests": 1, "source": "plan"}
+serves_summary:
+  description: RV(serves) as one sentence.
+  returned: always
+  type: str
+  sample: serves 4 of 4 requested running requests; the KV pool holds 148578 tokens, 1 request(s) of the 131072-token context
 sglang_version:
   description: The SGLang version whose arithmetic the plan follows (O(arithmetic)).
   returned: always
@@ -355,7 +370,13 @@ def run(params, config, index, gpu):
             "plan_warnings": plan["warnings"],
             "summary": memory_plan.summary_line(plan, suggestions), "pools": plan["pools"],
             "breakdown": plan["breakdown"], "limits": plan["limits"], "suggestions": suggestions,
-            "resolved": plan["resolved"], "model": model, "gpu": gpu, "sglang_version": plan["sglang_version"]}
+            "resolved": plan["resolved"], "model": model, "gpu": gpu, "sglang_version": plan["sglang_version"],
+            "serves": memory_plan.serves(plan)}
+
+
+def add_serves_summary(result):
+    result["serves_summary"] = memory_plan.serves_line(result["serves"])
+    return result
 
 
 def main():
@@ -420,6 +441,8 @@ def main():
         result["actual"] = actual
         result["comparison"] = memory_plan.compare_with_startup(
             {"pools": result["pools"], "breakdown": result["breakdown"]}, actual)
+        result["serves"] = memory_plan.serves({"pools": result["pools"], "resolved": result["resolved"]}, actual)
+    add_serves_summary(result)
     if params["fail_on_no_fit"] and not result["verdict"]:
         what = "does not fit its GPUs" if not result["fits"] else "starts but does not serve what was asked"
         module.fail_json(msg="the SGLang server %s: %s" % (what, result["summary"]), **result)

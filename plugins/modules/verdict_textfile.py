@@ -25,7 +25,9 @@ description:
     C(llmops_sglang_verdict_accept_length), C(llmops_sglang_verdict_acceptance_ratio) and
     C(llmops_sglang_verdict_generation_throughput_tokens_per_second) (label C(stat)), C(llmops_sglang_verdict_draft_tokens),
     C(llmops_sglang_verdict_degenerate_samples), C(llmops_sglang_verdict_probe_diagnosis) (label C(diagnosis), 1 for the
-    current one), C(llmops_sglang_verdict_planned) and C(llmops_sglang_verdict_actual) (label C(quantity)).'
+    current one), C(llmops_sglang_verdict_planned) and C(llmops_sglang_verdict_actual) (label C(quantity)), and
+    C(llmops_sglang_verdict_serves) (label C(quantity) - C(running_requests), C(requested_running_requests),
+    C(kv_cache_tokens), C(context_length_tokens), C(full_context_requests)).'
   - An unknown value is never written as NaN; its sample is left out.
 options:
   summary:
@@ -34,7 +36,8 @@ options:
         C(failed) or C(pending)), C(deployment_id), C(unit), C(invocation_id), C(failed_step), C(ready_after_seconds),
         C(ready_noticed_after_line_seconds), C(decode_lines), C(accept_length), C(acceptance_rate), C(gen_throughput),
         C(degenerate_samples), C(probe_verdict), C(sampling_mode) and, when present, C(plan) (quantity name to
-        C(planned) and C(actual) values); other keys are ignored, the free-text C(message) included.
+        C(planned) and C(actual) values) and C(serves) (the C(serves) of llmops.serving.sglang_memory_plan); other keys
+        are ignored, the free-text C(message) included.
       - Required when O(state=present).
     type: dict
   instance:

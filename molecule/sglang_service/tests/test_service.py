@@ -92,9 +92,14 @@ def test_the_plan_ran_before_the_restart_and_matches_the_pools_of_this_start(hos
     current = host.file(CURRENT_LOG).linked_to
     plan, failed = call_module(
         host, "llmops.serving.sglang_memory_plan", model_path=STAGED_MODEL, gpu_memory_mib=49140, startup_log=current,
-        flags={"tp_size": 2, "max_running_requests": 16, "mamba_full_memory_ratio": 0.5, "speculative_algorithm": "NEXTN",
-               "speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4})
-    assert not failed and plan["fits"], plan
+        flags={"tp_size": 2, "max_running_requests": 4, "mamba_full_memory_ratio": 0.8, "context_length": 131072,
+               "speculative_algorithm": "NEXTN", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+               "speculative_num_draft_tokens": 4})
+    assert not failed and plan["fits"] and plan["serves_requested"], plan
+    # What SGLang allocated serves every requested request and one of the full context.
+    assert plan["serves"]["source"] == "startup log", plan["serves"]
+    assert plan["serves"]["running_requests"] == plan["serves"]["requested_running_requests"] == 4
+    assert plan["serves"]["context_length"] == 131072 and plan["serves"]["full_context_requests"] >= 1
     comparison = plan["comparison"]
     # The simulator sizes its pools with SGLang 0.5.23's arithmetic, as the plan does: the same numbers.
     assert comparison["max_mamba_cache_size"]["error"] == 0

@@ -193,8 +193,10 @@ def test_every_start_left_its_own_log_with_its_own_header(host):
     # every one of the 48 requests before it sizes the state pool, and no pool is left.
     ({"sglang_service_max_running_requests": 48, "sglang_service_mamba_full_memory_ratio": 0.9,
       "sglang_service_memory_plan_arithmetic": "0.5.9"}, "intermediate state for 48 requests"),
-    # The role's defaults on 0.5.23 start, but the state pool serves 3 of the 16 requests; refused when asked for.
-    ({"sglang_service_memory_plan_require": "requested"}, "serves 3 of max_running_requests=16"),
+    # 16 requests and the model's own context on 0.5.23 start, but the state pool serves a few of the 16 and the KV pool
+    # not one request of 262144 tokens: refused by default (serving less is sglang_service_memory_plan_require: start).
+    ({"sglang_service_max_running_requests": 16, "sglang_service_context_length": None},
+     "of max_running_requests=16"),
 ], ids=["seed-48-0.9-on-0.5.9", "requested-concurrency"])
 def test_a_refused_memory_plan_leaves_the_running_server_untouched(host, extra_vars, named):
     before = wait_ready(host)

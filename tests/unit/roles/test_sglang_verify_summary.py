@@ -46,9 +46,11 @@ def test_the_printed_summary_has_one_line_per_field_with_the_plan_and_the_server
         "probe_verdict": "healthy", "degenerate_samples": 0, "sampling_mode": "thinking_general",
         "sampling": {"temperature": 1.0},
         "memory_plan": {"summary": "fits (starts), but mamba: ...", "arithmetic": "0.5.23",
+                        "serves_summary": "serves 3 of 16 requested running requests; the KV pool holds ...",
                         "comparison": {"max_mamba_cache_size": {"planned": 18, "actual": 18, "error": 0,
                                                                 "relative_error": 0.0}}},
         "server_sampling": {"applied": ["temperature", "top_p"], "missing": ["presence_penalty"], "differs": {}},
+        "serves": {"running_requests": 3, "requested_running_requests": 16, "source": "startup log"},
     }
     text = render_file("roles/sglang_verify/templates/summary.txt.j2",
                        {"sglang_verify_summary": summary_fields, "sglang_verify_num_draft_tokens": 4})
@@ -57,5 +59,7 @@ def test_the_printed_summary_has_one_line_per_field_with_the_plan_and_the_server
     assert any(line.startswith("accept length:    2.9 of 4") for line in lines)
     assert "memory plan:      fits (starts), but mamba: ... (SGLang 0.5.23 arithmetic)" in lines
     assert "  max_mamba_cache_size   planned 18, actual 18, error 0 (0.0 %)" in lines
+    assert ("serves:           serves 3 of 16 requested running requests; the KV pool holds ... (from the startup "
+            "log)") in lines
     assert ("server applies:   temperature, top_p (chat requests that leave them out); clients must send: "
             "presence_penalty") in lines

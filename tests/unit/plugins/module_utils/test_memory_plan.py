@@ -10,6 +10,7 @@ import json
 import pathlib
 
 import pytest
+import yaml
 
 from ansible_collections.llmops.serving.plugins.module_utils import memory_plan, model_config, sglang_log
 
@@ -358,3 +359,38 @@ def test_weights_larger_than_what_a_co_tenant_leaves_free_are_named_as_such():
     assert not crowded["fits"]
     assert crowded["reasons"][1].startswith("weights: 28.24 GiB of weights do not fit the 10.61 GiB free when this server "
                                             "starts; no mem_fraction_static makes room")
+
+
+# ---- what is served of what was asked --------------------------------------------------------------------------------
+
+def test_serves_reads_the_plan_and_prefers_what_sglang_allocated():
+    result = plan(SEED_16)
+    figures = memory_plan.serves(result)
+    assert figures == {"running_requests": 3, "requested_running_requests": 16, "kv_tokens": 170687,
+                       "context_length": 262144, "full_context_requests": 0, "source": "plan"}
+    assert memory_plan.serves_line(figures) == (
+        "serves 3 of 16 requested running requests; the KV pool holds 170687 tokens, 0 request(s) of the 262144-token "
+        "context")
+    # What the startup log says wins (SGLang's own caps), its context length included.
+    logged = memory_plan.serves(result, {"max_running_requests": 2, "max_total_num_tokens": 150000, "context_len": 65536})
+    assert (logged["running_requests"], logged["kv_tokens"], logged["context_length"], logged["full_context_requests"],
+            logged["source"]) == (2, 150000, 65536, 2, "startup log")
+    # A log without the pool line (a server that died before it) leaves the plan's figures.
+    assert memory_plan.serves(result, {"max_mamba_cache_size": 18})["source"] == "plan"
+
+
+def test_the_roles_sizing_serves_what_it_asks_on_two_a6000s():
+    defaults = yaml.safe_load((pathlib.Path(__file__).resolve().parents[4] / "roles" / "sglang_service" / "defaults"
+                               / "main.yml").read_text())
+    flags = dict(MTP, max_running_requests=defaults["sglang_service_max_running_requests"],
+                 mamba_full_memory_ratio=defaults["sglang_service_mamba_full_memory_ratio"])
+    # With the model's own context (262144) the KV pool cannot hold one request: the plan says so, and names the fix.
+    own_context = plan(flags)
+    assert own_context["fits"] and own_context["shortfalls"] == [
+        "kv: %d tokens cannot hold one request of context_length=262144" % own_context["pools"]["max_total_num_tokens"]]
+    # With the 131072-token context the example sets, every request is served.
+    result = plan(dict(flags, context_length=131072))
+    assert result["serves_requested"], result["shortfalls"]
+    figures = memory_plan.serves(result)
+    assert figures["running_requests"] == figures["requested_running_requests"] == 4
+    assert figures["full_context_requests"] >= 1

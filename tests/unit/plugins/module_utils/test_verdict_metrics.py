@@ -238,3 +238,20 @@ def test_promtool_accepts_what_the_renderer_writes(summary, deadline):
 def test_promtool_rejects_an_unescaped_quote_so_the_check_can_fail():
     status, said = check_metrics('# HELP x X.\n# TYPE x gauge\nx{a="say "hi""} 1\n')
     assert status != 0, said
+
+
+def test_what_the_server_serves_of_what_was_asked_is_a_metric_per_quantity():
+    serves = {"running_requests": 3, "requested_running_requests": 16, "kv_tokens": 170687, "context_length": 262144,
+              "full_context_requests": 0, "source": "startup log"}
+    text = render_verdict(dict(PASSED, serves=serves), WRITTEN_AT)
+    assert value(text, "llmops_sglang_verdict_serves", quantity="running_requests") == "3"
+    assert value(text, "llmops_sglang_verdict_serves", quantity="requested_running_requests") == "16"
+    assert value(text, "llmops_sglang_verdict_serves", quantity="kv_cache_tokens") == "170687"
+    assert value(text, "llmops_sglang_verdict_serves", quantity="context_length_tokens") == "262144"
+    assert value(text, "llmops_sglang_verdict_serves", quantity="full_context_requests") == "0"
+    # The source is text, not a sample; a summary without the figures has no family at all.
+    assert 'quantity="source"' not in text
+    assert "llmops_sglang_verdict_serves" not in render_verdict(PASSED, WRITTEN_AT)
+    check_metrics(text)
+    with pytest.raises(ValueError, match="serves must be a mapping"):
+        render_verdict(dict(PASSED, serves=[3, 16]), WRITTEN_AT)
