@@ -8,10 +8,12 @@ Every answer is an answer, whatever its status (an error status comes back with 
 anything that is not an answer - refused, reset, timed out, a TLS failure, a body cut short, or a body larger than
 the caller allows - raises ExchangeError with the reason. Redirects are never followed (a server that redirects is
 not the one asked), no proxy is used unless asked, and the API key goes only into the Authorization header.
+request() also returns the answer's headers (hf_hub reads the Hub's X-Error-Code and Link pagination from them).
 """
 
 from __future__ import annotations
 
+import collections
 import json
 
 from urllib.error import HTTPError
@@ -51,9 +53,14 @@ def _read_bounded(response, max_bytes):
     return b"".join(chunks)
 
 
-def exchange(url, method="GET", body=None, api_key=None, accept="application/json", timeout=10.0,
-             validate_certs=True, use_proxy=False, max_body_bytes=DEFAULT_MAX_BODY_BYTES):
-    """(status, body text) of one request to ``url``; ``body`` (JSON-able) is sent as JSON."""
+Answer = collections.namedtuple("Answer", "status headers text")
+
+
+def request(url, method="GET", body=None, api_key=None, accept="application/json", timeout=10.0,
+            validate_certs=True, use_proxy=False, max_body_bytes=DEFAULT_MAX_BODY_BYTES, ca_path=None,
+            use_netrc=True):
+    """The Answer (status, headers with lower-case names, body text) of one request to ``url``; ``body``
+    (JSON-able) is sent as JSON. ``use_netrc=False`` keeps credentials from ~/.netrc out of the request."""
     headers = {"Accept": accept}
     data = None
     if body is not None:
@@ -63,10 +70,13 @@ def exchange(url, method="GET", body=None, api_key=None, accept="application/jso
         headers["Authorization"] = "Bearer %s" % api_key
     try:
         response = open_url(url, data=data, headers=headers, method=method, timeout=timeout,
-                            validate_certs=validate_certs, use_proxy=use_proxy, follow_redirects="none")
+                            validate_certs=validate_certs, use_proxy=use_proxy, follow_redirects="none",
+                            ca_path=ca_path, use_netrc=use_netrc)
         status, raw = response.getcode(), _read_bounded(response, max_body_bytes)
+        answer_headers = response.headers
     except HTTPError as exc:
         status = exc.code
+        answer_headers = exc.headers
         try:
             raw = _read_bounded(exc, max_body_bytes) or b""
         except ExchangeError:
@@ -79,4 +89,13 @@ def exchange(url, method="GET", body=None, api_key=None, accept="application/jso
         # URLError, a timeout, a reset connection, a body cut short, or open_url's ConnectionError/SSLValidationError.
         raise ExchangeError(str(getattr(exc, "reason", None) or exc) or exc.__class__.__name__) from None
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw or "")
-    return status, text
+    lowered = dict((name.lower(), value) for name, value in (answer_headers.items() if answer_headers else ()))
+    return Answer(status, lowered, text)
+
+
+def exchange(url, method="GET", body=None, api_key=None, accept="application/json", timeout=10.0,
+             validate_certs=True, use_proxy=False, max_body_bytes=DEFAULT_MAX_BODY_BYTES):
+    """(status, body text) of one request to ``url``; ``body`` (JSON-able) is sent as JSON."""
+    answer = request(url, method=method, body=body, api_key=api_key, accept=accept, timeout=timeout,
+                     validate_certs=validate_certs, use_proxy=use_proxy, max_body_bytes=max_body_bytes)
+    return answer.status, answer.text

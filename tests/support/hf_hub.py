@@ -53,6 +53,7 @@ class HubProcess:
 
     def __init__(self, workdir, root, tls=None, tree_page_size=None, faults=None):
         self.workdir = workdir
+        self.root = root
         self.ready_file = os.path.join(workdir, "hub.ready")
         self.faults_file = os.path.join(workdir, "hub-faults.json")
         self.log_file = os.path.join(workdir, "hub-requests.jsonl")

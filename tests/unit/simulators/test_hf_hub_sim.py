@@ -299,7 +299,7 @@ def test_a_damaged_byte_keeps_the_announced_size_and_hash(hf_hub):
 
 
 def hub_root(hub):
-    return os.path.join(hub.workdir, "root")
+    return hub.root
 
 
 def test_an_invalid_fault_file_leaves_the_previous_switches_and_is_refused_at_start(hf_hub, tmp_path):

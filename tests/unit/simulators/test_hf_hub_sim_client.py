@@ -39,7 +39,7 @@ def tree_bytes(directory):
 
 
 def served_root(hub):
-    return os.path.join(hub.workdir, "root")
+    return hub.root
 
 
 def with_big_repo(tmp_path, tokens=None):
