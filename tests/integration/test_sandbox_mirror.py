@@ -24,6 +24,8 @@ import zipfile
 
 import pytest
 
+from ansible_collections.llmops.serving.tests.unit.simulators.sim_harness import GpuKit
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 pytestmark = pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="dpkg-deb builds the stand-in CUDA repository (Debian only)")
@@ -143,12 +145,14 @@ def check_the_failing_release(wheels, tmp_path):
     assert installed() == ["0.5.23+standin", "0.5.23+standin", "-"], "sglang==0.5.23 must not match 0.5.23.post1 (PEP 440)"
     install("sglang==0.5.23.post1+standin")
     assert installed() == ["0.5.23.post1+standin", "0.5.23.post1+standin", "oom"]
-    # The server of that release dies at start as SGLang does on a GPU too small for it (TP 2 fits the simulated GPUs).
+    # The server of that release dies at start as SGLang does on a GPU too small for it (TP 2 fits the simulated GPUs:
+    # two A6000s of a GPU kit, the driver the server finds; without one it finds no accelerator).
+    kit = GpuKit(tmp_path / "gpu-kit", gpus=2)
     server = subprocess.run(
         [os.path.join(venv, "bin", "sglang-sim"), "--model-path", "Qwen/Qwen3.6-27B", "--port", str(free_port()), "--tp", "2",
          "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
          "--speculative-num-draft-tokens", "4"],
-        capture_output=True, text=True, timeout=60, check=False, env=dict(env, SGLANG_SIM_STARTUP_SECONDS="0.5"))
+        capture_output=True, text=True, timeout=60, check=False, env=dict(env, SGLANG_SIM_STARTUP_SECONDS="0.5", **kit.env()))
     assert server.returncode == -9, server.stderr
     assert "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache." in server.stderr
     assert "The server is fired up and ready to roll!" not in server.stderr

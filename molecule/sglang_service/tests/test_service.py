@@ -58,8 +58,9 @@ def test_server_is_main_pid_with_exactly_the_rendered_argv(host):
         # The served model directory: the staged model linked, generation_config.json with the card's values.
         "--model-path", SERVED_MODEL, "--served-model-name", "qwen3.6-27b", "--host", "127.0.0.1",
         "--port", str(PORT), "--tp-size", "2", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
-        "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--mamba-full-memory-ratio", "0.5",
-        "--max-running-requests", "16", "--reasoning-parser", "qwen3", "--tool-call-parser", "qwen3_coder",
+        "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--mamba-full-memory-ratio", "0.8",
+        "--max-running-requests", "4", "--context-length", "131072", "--reasoning-parser", "qwen3",
+        "--tool-call-parser", "qwen3_coder",
         "--enable-metrics",
         "--preferred-sampling-params",
         '{"min_p":0.0,"presence_penalty":0.0,"repetition_penalty":1.0,"temperature":1.0,"top_k":20,"top_p":0.95}',

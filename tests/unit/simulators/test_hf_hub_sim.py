@@ -20,7 +20,7 @@ import urllib.request
 import pytest
 
 from ansible_collections.llmops.serving.tests.support import hf_hub as support
-from ansible_collections.llmops.serving.tests.support.hf_hub import MODEL_COMMIT, MODEL_REPO, model, repos
+from ansible_collections.llmops.serving.tests.support.hf_hub import MODEL_COMMIT, MODEL_REPO, repos
 
 STANDIN_MODEL = os.path.join(support.REPO_ROOT, "simulators", "standins", "models", "Qwen3.6-27B")
 READER, GRANTED = "hf_standin_reader_token", "hf_standin_granted_token"
