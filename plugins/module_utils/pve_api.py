@@ -112,8 +112,8 @@ def require_ca_path(params):
     else:
         return
     raise PveFailure(
-        "ca_path %s %s on %s, where this module runs and verifies the API's certificate: copy the cluster's CA there from "
-        "any node (/etc/pve/pve-root-ca.pem), or leave ca_path empty to verify with the system's CAs" % (
+        "ca_path %s %s on %s, where this module runs and verifies the API's certificate: copy the cluster's CA "
+        "there from any node (/etc/pve/pve-root-ca.pem), or leave ca_path empty to verify with the system's CAs" % (
             path, reason, socket.gethostname()))
 
 

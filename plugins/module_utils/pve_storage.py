@@ -46,9 +46,10 @@ def missing_template(ostemplate, listing):
     if ostemplate in held:
         return None
     return (
-        "the container template %s is not on storage '%s' (it holds %s); Proxmox would accept the create and fail its "
-        "task with \"volume '%s' does not exist\". Download it on the node: 'pveam update', then 'pveam download %s %s' "
-        "('pveam available --section system' lists the templates Proxmox offers: take one it lists and set ostemplate "
-        "to it), or copy a template of your own into the storage's template/cache directory. Nothing was created. "
-        "See %s." % (ostemplate, storage, ", ".join(held) or "no templates", ostemplate, storage, name, DOCS)
+        "the container template %s is not on storage '%s' (it holds %s); Proxmox would accept the create and fail "
+        "its task with \"volume '%s' does not exist\". Download it on the node: 'pveam update', then "
+        "'pveam download %s %s' ('pveam available --section system' lists the templates Proxmox offers: take one it "
+        "lists and set ostemplate to it), or copy a template of your own into the storage's template/cache directory. "
+        "Nothing was created. See %s." % (ostemplate, storage, ", ".join(held) or "no templates", ostemplate, storage,
+                                          name, DOCS)
     )

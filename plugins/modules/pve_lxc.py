@@ -256,7 +256,7 @@ class Container:
         wait_for_upid(self.api, self.params["node"], upid, timeout or self.params["task_timeout"], description, self.tasks)
 
     def check_create(self):
-        """Refuse, before anything is sent, a create Proxmox would fail: no template, or one its storage does not hold."""
+        """Refuse before anything is sent a create Proxmox would fail: no template, or one its storage does not hold."""
         params = self.params
         if not params["ostemplate"]:
             raise PveFailure("CT %d does not exist on node %s and ostemplate is not set: give the template to create it from"

@@ -15,8 +15,10 @@ The proof is made INSIDE each container (pve-sim pct exec = lxc-attach): opening
 the devices cgroup allows it (no driver behind the major) and with EPERM when no allow line covers it.
 
 Order matters (module-scoped simulator, tests in file order): create both styles, rerun unchanged, change the uvm
-major (a driver update), check mode with diff, rerun that fixes, rerun unchanged; then token auth for dev[n] and a
-failing PVE task. Needs root, lxc and the debootstrap template (built once into .build/pve-sim-cache).
+major (a driver update), check mode with diff, rerun that fixes, rerun unchanged; then token auth for dev[n], a
+failing PVE task, and the prerequisites of docs/proxmox-host.md each missing in turn (every one stops the run before
+any change: a short run each, on the converged node). Needs root, lxc and the debootstrap template (built once into
+.build/pve-sim-cache).
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import json
 import os
 import pathlib
 import shutil
+import subprocess
 import sys
 import uuid
 
@@ -36,7 +39,7 @@ from ansible_collections.llmops.serving.tests.support.ansible_run import ansible
 BROKEN_TEMPLATE = "debian-12-truncated_12.7-1_amd64.tar.zst"
 DRIVER = "580.95.05"
 UVM_MAJOR, NEW_UVM_MAJOR = 508, 509
-RAW_VMID, DEV_VMID, TOKEN_VMID, BROKEN_VMID = 201, 202, 203, 204
+RAW_VMID, DEV_VMID, TOKEN_VMID, BROKEN_VMID, PREREQ_VMID = 201, 202, 203, 204, 205
 # In the order gpu_device_nodes reports them (natural sort of the paths).
 GPU_NODES = ("nvidia0", "nvidia1", "nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools", "nvidiactl")
 
@@ -84,6 +87,14 @@ class Node:
             (self.state / "var" / "lib" / "vz" / "template" / "cache" / BROKEN_TEMPLATE).write_bytes(source.read(256 * 1024))
         for directory in ("etc/udev/rules.d", "etc/modules-load.d", "etc/systemd/system", "run/lock/lxc"):
             (self.root / directory).mkdir(parents=True, exist_ok=True)
+        # The controller's key pair: its public half goes into the containers (pve_container_ssh_public_key_files).
+        (self.base / "ssh").mkdir()
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "pve-roles-test", "-f", str(self.key)],
+                       check=True, capture_output=True, timeout=60)
+
+    @property
+    def key(self):
+        return self.base / "ssh" / "id_ed25519"
 
     def set_uvm_major(self, major):
         """A driver or kernel update on the node: the uvm nodes get another dynamic major. The node's stand-in
@@ -95,7 +106,7 @@ class Node:
 
     def stop(self):
         if self.api is not None:
-            for vmid in (RAW_VMID, DEV_VMID, TOKEN_VMID, BROKEN_VMID):
+            for vmid in (RAW_VMID, DEV_VMID, TOKEN_VMID, BROKEN_VMID, PREREQ_VMID):
                 self.destroy(vmid)
         self.sim.stop()
         shutil.rmtree(self.dev, ignore_errors=True)
@@ -163,8 +174,8 @@ class Node:
         extra_file = self.base / "extra.json"
         extra_file.write_text(json.dumps(extra))
         flags = (["--check"] if check else []) + (["--diff"] if diff else [])
-        return ansible_playbook(playbook, "-e", "@%s" % extra_file, *flags, inventory=inventory, cwd=str(REPO), timeout=timeout,
-                                environment={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")})
+        return ansible_playbook(playbook, "-e", "@%s" % extra_file, *flags, inventory=str(inventory), cwd=str(REPO),
+                                timeout=timeout, environment={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")})
 
     # -- inside the container --------------------------------------------------------------------------
 
@@ -191,9 +202,12 @@ class Node:
 
     def start_task_count(self, vmid):
         """How many times the container was started (vzstart/vzreboot task logs; pve-sim names them after the UPID with _ for :)."""
+        return self.task_count(vmid, "vzstart", "vzreboot")
+
+    def task_count(self, vmid, *types):
         found = 0
         for _directory, _dirs, files in os.walk(self.state / "var" / "log" / "pve" / "tasks"):
-            found += sum(1 for name in files if ("_vzstart_%d_" % vmid) in name or ("_vzreboot_%d_" % vmid) in name)
+            found += sum(1 for name in files if any(("_%s_%d_" % (kind, vmid)) in name for kind in types))
         return found
 
 
@@ -231,7 +245,8 @@ def test_check_mode_on_a_new_container_creates_nothing(node):
 
 
 def test_raw_style_creates_the_container_and_passes_both_gpus(node):
-    run = node.run_playbook(container_vars(RAW_VMID, "raw", "file"))
+    key_file = "%s.pub" % node.key
+    run = node.run_playbook(container_vars(RAW_VMID, "raw", "file", pve_container_ssh_public_key_files=[key_file]))
     assert run.rc == 0, run.summary()
     assert run.stats["pve"]["changed"] > 0
     facts = run.task_results("Publish the driver version, the GPUs and the device nodes", "pve")[0]["ansible_facts"]
@@ -258,6 +273,9 @@ def test_raw_style_creates_the_container_and_passes_both_gpus(node):
     assert added["host_vars"]["proxmox_vmid"] == RAW_VMID
 
     assert node.open_inside(RAW_VMID) == ALL_ENXIO
+    # The controller's public key, read from pve_container_ssh_public_key_files, is root's in the new container.
+    rootfs = node.state / "var/lib/vz/images" / str(RAW_VMID) / ("subvol-%d-disk-0.subvol" % RAW_VMID)
+    assert pathlib.Path(key_file).read_text().strip() in (rootfs / "root/.ssh/authorized_keys").read_text().splitlines()
 
 
 def test_dev_style_through_the_api_passes_both_gpus_openable_by_any_user(node):
@@ -363,10 +381,13 @@ def test_a_node_without_the_driver_fails_with_the_reason(node):
     run = node.run_playbook(dict(container_vars(RAW_VMID, "raw", "file"), pve_gpu_host_proc_version_path=str(missing)))
     assert run.rc != 0
     messages = run.failures()
-    assert messages == ["Fail when the NVIDIA kernel driver is not loaded on pve: The NVIDIA kernel driver is not loaded on pve: %s does "
-                        "not exist. Install the driver on the Proxmox node itself (the .run installer or Debian's nvidia-kernel-dkms, "
-                        "with the pve-headers of the running kernel), load it with 'modprobe nvidia' (or reboot) and run this role "
-                        "again. Containers use the node's kernel module; they cannot load one themselves." % missing], messages
+    assert messages == [
+        "Fail when the NVIDIA kernel driver is not loaded on pve: The NVIDIA kernel driver is not loaded on pve: %s "
+        "does not exist. Install the driver on the Proxmox node itself (the .run installer with --dkms or Debian's "
+        "nvidia-kernel-dkms, with the headers of the running kernel: proxmox-headers-$(uname -r)), load it with "
+        "'modprobe nvidia' (or reboot) and run this role again. Containers use the node's kernel module; they cannot "
+        "load one themselves. See docs/proxmox-host.md#the-nvidia-driver." % missing], messages
+    assert run.stats["pve"]["changed"] == 0
 
 
 def test_a_token_cannot_set_dev_entries_and_the_play_says_why(node):
@@ -409,3 +430,66 @@ def test_a_failed_pve_task_fails_the_play_at_once_with_its_exit_status(node):
     seconds = run.task_seconds("Create or update the container", "pve")[0]
     assert seconds < 15, "the task failure must fail the play at once, not after task_timeout=300 (took %.1f s)" % seconds
     assert not node.conf_path(BROKEN_VMID).exists()
+
+
+# -- what the node and the controller must have before the first run (docs/proxmox-host.md) -------------------------
+# Each run below lacks one prerequisite and must stop before anything changes, naming the fix and its section.
+
+def test_a_node_without_nvidia_modprobe_fails_before_writing_anything(node):
+    fresh = node.base / "fresh-root"
+    absent = node.base / "no/nvidia-modprobe"
+    extra = dict(container_vars(RAW_VMID, "raw", "file"), pve_gpu_host_nvidia_modprobe=str(absent),
+                 pve_gpu_host_udev_rule_path=str(fresh / "70-nvidia-uvm.rules"),
+                 pve_gpu_host_modules_load_path=str(fresh / "nvidia-uvm.conf"))
+    run = node.run_playbook(extra)
+    assert run.rc != 0
+    messages = run.failures()
+    assert len(messages) == 1 and messages[0].startswith(
+        "Fail when nvidia-modprobe is not installed on pve: %s does not exist on pve: the udev rule this role installs "
+        "runs it to create %s and %s whenever the nvidia modules load, at every boot."
+        % (absent, node.dev / "nvidia-uvm", node.dev / "nvidia-uvm-tools")), messages
+    assert "Debian has it as the package nvidia-modprobe" in messages[0]
+    assert messages[0].endswith(
+        "Nothing was changed. See docs/proxmox-host.md#nvidia-modprobe-and-the-uvm-device-nodes.")
+    assert not fresh.exists() and run.stats["pve"]["changed"] == 0
+
+
+def test_missing_controller_files_fail_before_any_change_naming_each_fix(node):
+    ca = node.base / "controller" / "pve-root-ca.pem"
+    missing_key = node.base / "controller" / "id_rsa.pub"
+    extra = container_vars(PREREQ_VMID, "raw", "file", pve_container_ca_path=str(ca),
+                           pve_container_ssh_public_key_files=[str(missing_key), str(node.key), "id_ed25519.pub"])
+    run = node.run_playbook(extra)
+    assert run.rc != 0
+    messages = run.failures()
+    assert len(messages) == 1, messages
+    message = messages[0]
+    assert message.startswith(
+        "Check the CA file and the SSH public key files on the controller on pve: pve_container_ca_path %s does not "
+        "exist on the controller, which verifies the Proxmox API's certificate with it: copy the cluster's CA there "
+        "from any node (scp root@<node>:/etc/pve/pve-root-ca.pem %s)" % (ca, ca)), message
+    assert "See docs/proxmox-host.md#api-access-the-ca-file-and-the-credentials." in message
+    key_problem = "The SSH public key file %s (pve_container_ssh_public_key_files) "
+    assert key_problem % missing_key + "does not exist: make a key pair" in message
+    assert key_problem % node.key + ("is a private key: give its public half (the .pub file beside it); the private "
+                                     "key must not leave the controller") in message
+    assert key_problem % "id_ed25519.pub" + "is not an absolute path" in message
+    assert message.count("See docs/proxmox-host.md#the-ssh-key.") == 3
+    assert node.key.read_text().strip().splitlines()[1] not in run.stdout + run.stderr, "the private key is never shown"
+    assert run.task_results("Create or update the container", "pve") == []
+    assert not node.conf_path(PREREQ_VMID).exists() and run.stats["pve"]["changed"] == 0
+
+
+def test_a_template_the_storage_does_not_hold_fails_before_the_create(node):
+    missing = "local:vztmpl/debian-13-standard_13.1-2_amd64.tar.zst"
+    run = node.run_playbook(container_vars(PREREQ_VMID, "raw", "file", pve_container_ostemplate=missing))
+    assert run.rc != 0
+    messages = run.failures()
+    assert len(messages) == 1, messages
+    assert messages[0].startswith("Create or update the container on pve: CT %d on node pve: the container template %s "
+                                  "is not on storage 'local' (it holds " % (PREREQ_VMID, missing)), messages
+    assert "local:vztmpl/%s" % TEMPLATE in messages[0]
+    assert "'pveam update', then 'pveam download local debian-13-standard_13.1-2_amd64.tar.zst'" in messages[0]
+    assert messages[0].endswith("See docs/proxmox-host.md#the-container-template (llmops.serving).")
+    assert not node.conf_path(PREREQ_VMID).exists() and node.task_count(PREREQ_VMID, "vzcreate") == 0
+    assert run.stats["pve"]["changed"] == 0

@@ -340,7 +340,7 @@ def test_a_create_from_a_template_the_storage_does_not_have_is_a_failed_task_wit
 
 @pytest.mark.parametrize("volid,status,message", [
     ("nosuch:vztmpl/" + TEMPLATE, 500, "storage 'nosuch' does not exist"),
-    ("local:vztmpl/debian-12-standard.img", 500, "unable to parse directory volume name 'vztmpl/debian-12-standard.img'"),
+    ("local:vztmpl/debian-12.img", 500, "unable to parse directory volume name 'vztmpl/debian-12.img'"),
     ("local-lvm:vztmpl/" + TEMPLATE, 500, "lvm name 'vztmpl/%s' contains illegal characters" % TEMPLATE),
     ("debian-12", 500, "unable to parse volume ID 'debian-12'"),
 ])

@@ -19,7 +19,8 @@ LISTING = [{"volid": "local:vztmpl/alpine-3.22-default_20250617_amd64.tar.xz", "
 
 @pytest.mark.parametrize("ostemplate,volume", [
     (TEMPLATE, ("local", "debian-12-standard_12.7-1_amd64.tar.zst")),
-    ("cephfs-tmpl:vztmpl/ubuntu-24.04-standard_24.04-2_amd64.tar.zst", ("cephfs-tmpl", "ubuntu-24.04-standard_24.04-2_amd64.tar.zst")),
+    ("cephfs-tmpl:vztmpl/ubuntu-24.04-standard_24.04-2_amd64.tar.zst",
+     ("cephfs-tmpl", "ubuntu-24.04-standard_24.04-2_amd64.tar.zst")),
     # root@pam may give a path; Proxmox looks for that file itself.
     ("/var/lib/vz/template/cache/debian-12-standard_12.7-1_amd64.tar.zst", None),
     # Not a template's volid: Proxmox refuses it with its own message when the create is sent.

@@ -159,10 +159,11 @@ def vzcreate_tasks(sim, vmid):
 def test_a_template_the_storage_does_not_hold_is_refused_before_anything_is_sent(sim):
     missing = "local:vztmpl/debian-13-standard_13.1-2_amd64.tar.zst"
     for check_mode in (True, False):
-        result, failed = run_module(pve_lxc.main, args(sim, 308, ostemplate=missing, config=CONFIG), check_mode=check_mode)
+        result, failed = run_module(pve_lxc.main, args(sim, 308, ostemplate=missing, config=CONFIG),
+                                    check_mode=check_mode)
         assert failed, result
-        assert result["msg"].startswith("CT 308 on node pve: the container template %s is not on storage 'local' (it holds "
-                                        % missing)
+        assert result["msg"].startswith(
+            "CT 308 on node pve: the container template %s is not on storage 'local' (it holds " % missing)
         assert "'pveam download local debian-13-standard_13.1-2_amd64.tar.zst'" in result["msg"]
         assert TEMPLATE in result["msg"] and result["tasks"] == [] and not result["created"]
     assert conf(sim, 308) is None and vzcreate_tasks(sim, 308) == []
@@ -175,8 +176,10 @@ def test_a_template_the_storage_does_not_hold_is_refused_before_anything_is_sent
 
 
 def test_a_template_storage_that_does_not_exist_is_proxmoxs_error(sim):
-    result, failed = run_module(pve_lxc.main, args(sim, 309, ostemplate="nosuch:vztmpl/debian.tar.zst", config=CONFIG), check_mode=True)
-    assert failed and result["msg"] == "Proxmox API error for CT 309 on node pve: 500 Internal Server Error: storage 'nosuch' does not exist"
+    module_args = args(sim, 309, ostemplate="nosuch:vztmpl/debian.tar.zst", config=CONFIG)
+    result, failed = run_module(pve_lxc.main, module_args, check_mode=True)
+    assert failed and result["msg"] == ("Proxmox API error for CT 309 on node pve: 500 Internal Server Error: "
+                                        "storage 'nosuch' does not exist")
 
 
 def test_a_token_may_create_but_never_set_dev_entries(sim):
