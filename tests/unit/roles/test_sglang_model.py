@@ -349,9 +349,8 @@ def test_the_progress_lines_are_at_most_a_hundred():
     assert render("{{ _sglang_model_download_interval }}", var_files=files) == 145  # (14400 + 60) / 100
     assert render("{{ _sglang_model_download_interval }}", {"sglang_model_download_timeout": 600},
                   var_files=files) == 30
-    assert render("{{ _sglang_model_download_interval }}", {"sglang_model_download_timeout": 40,
-                                                           "sglang_model_download_poll_seconds": 1},
-                  var_files=files) == 1
+    short = {"sglang_model_download_timeout": 40, "sglang_model_download_poll_seconds": 1}
+    assert render("{{ _sglang_model_download_interval }}", short, var_files=files) == 1
 
 
 def test_a_download_needs_a_pinned_revision(hf_hub, tmp_path):
