@@ -58,7 +58,7 @@ test-slow: venv ## The slow tier: the real pinned SGLang (with torch) checks the
 bench: venv ## Benchmarks that print figures (tests/bench)
 	@scripts/bench.sh
 
-# Containers in the sandbox: sandbox-llm-a, -b, ... (make sandbox SANDBOX_CONTAINERS=4).
+# Containers in the sandbox: the example's llm-qwen-a and -b, then -c, ... (make sandbox SANDBOX_CONTAINERS=4).
 SANDBOX_CONTAINERS ?= 2
 # A model across M more containers (multi-node tensor parallelism): make sandbox SANDBOX_MODEL_NODES=2.
 SANDBOX_MODEL_NODES ?= 0

@@ -3,15 +3,19 @@
 #
 # up:   the node's stand-ins (GPU kit: two GPUs per container, their nodes in /dev; a stand-in root for the node's files), the site
 #       mirror, an SSH key and the API key, the Proxmox VE simulator with the bridge llmsbx0 (10.213.0.1/24, no route
-#       beyond this machine); then `ansible-playbook -i inventories/sandbox deploy.yml` and the verification summary.
+#       beyond this machine); then `ansible-playbook -i inventories/example -i inventories/sandbox deploy.yml` (the
+#       example's configuration, with the overlay of what only the sandbox needs) and the verification summary. The
+#       secrets reach the example's lookups as a user's do, from the environment: PVE_ROOT_PASSWORD (pve-sim's) and
+#       SGLANG_API_KEY (made here).
 #       Rerunning it is a rerun of the deployment (changed=0 when nothing changed).
 # down: the containers, the simulator (and the bridge it made), the kit's /dev/nvidia* nodes and .build/sandbox; nothing else
 #       (the template cache .build/pve-sim-cache is shared with the tests and kept).
 # Extra arguments after `up` go to ansible-playbook (e.g. scripts/sandbox.sh up --tags service).
-# SANDBOX_CONTAINERS=N (default 2) adds sandbox-llm-c, -d, ... to the inventory (scripts/sandbox-inventory.py);
+# SANDBOX_CONTAINERS=N (default 2, the example's) adds llm-qwen-c, -d, ... to the overlay (scripts/sandbox-inventory.py);
 # SANDBOX_MODEL_NODES=M (default 0, else at least 2) adds M containers after those that run one model across them.
 # prepare: everything `up` does before the playbook (the tests and the bench run ansible-playbook themselves).
 # summary: the verification summary of the last run.
+# playbook PLAYBOOK [args]: any playbook on the running sandbox, as `up` runs deploy.yml (e.g. playbooks/verify.yml).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -21,13 +25,16 @@ TEMPLATE_CACHE="${PVE_SIM_TEMPLATE_CACHE:-$REPO_ROOT/.build/pve-sim-cache}"
 TEMPLATE="debian-12-standard_12.7-1_amd64.tar.zst"
 # Two GPUs per container (scripts/sandbox-inventory.py assigns them in inventory order).
 GPUS_PER_CONTAINER=2
-# Must match inventories/sandbox (pve_container_api_port, pve_container_net0). The kit and the mirror's installer have
+# Must match the overlay inventories/sandbox (pve_container_api_port, pve_container_net0). The kit and the mirror's installer have
 # the same driver version (the roles read it from the node, as on a real one).
 API_LISTEN=127.0.0.1:18006
+# The example's node: its inventory name is the Proxmox node name (pve_container_node: "{{ llmops_pve_node }}").
+NODE=pve1
 BRIDGE=llmsbx0=10.213.0.1/24
 DRIVER_VERSION=580.95.05
 UVM_MAJOR=508
-INVENTORY="$REPO_ROOT/inventories/sandbox"
+EXAMPLE="$REPO_ROOT/inventories/example"
+OVERLAY="$REPO_ROOT/inventories/sandbox"
 
 pve_sim() {
   PYTHONPATH="$REPO_ROOT/simulators/pve_sim${PYTHONPATH:+:$PYTHONPATH}" "$VENV/bin/python" -m pve_sim "$@"
@@ -70,8 +77,8 @@ start_simulator() {
     return
   fi
   log "sandbox: starting pve-sim on $API_LISTEN with bridge $BRIDGE"
-  pve_sim start --state-dir "$PVE_STATE" --listen "$API_LISTEN" --template-cache "$TEMPLATE_CACHE" --bridge "$BRIDGE" \
-    --gpu-kit "$SANDBOX_DIR/gpu-kit" --wait 60
+  pve_sim start --state-dir "$PVE_STATE" --listen "$API_LISTEN" --node "$NODE" --template-cache "$TEMPLATE_CACHE" \
+    --bridge "$BRIDGE" --gpu-kit "$SANDBOX_DIR/gpu-kit" --wait 60
 }
 
 print_summary() {
@@ -114,7 +121,7 @@ prepare() {
   ensure_template
   mkdir -p "$SANDBOX_DIR"
   "$VENV/bin/python" "$REPO_ROOT/scripts/sandbox-inventory.py" "${SANDBOX_CONTAINERS:-2}" \
-    --model-nodes "${SANDBOX_MODEL_NODES:-0}" --inventory "$INVENTORY" >/dev/null
+    --model-nodes "${SANDBOX_MODEL_NODES:-0}" --inventory "$OVERLAY" >/dev/null
   # The router is the real sglang-router from PyPI (downloaded once on this machine; the containers stay offline).
   router_wheels=$("$REPO_ROOT/scripts/router-wheels.sh")
   "$VENV/bin/python" "$REPO_ROOT/scripts/sandbox-mirror.py" "$SANDBOX_DIR/mirror" --driver-version "$DRIVER_VERSION" \
@@ -124,10 +131,18 @@ prepare() {
   start_simulator
 }
 
+# ansible-playbook on the example and the overlay, with the secrets in the environment as a user has them.
+run_playbook() {
+  [ -f "$PVE_STATE/root-password" ] || die "no sandbox in $SANDBOX_DIR: make sandbox first"
+  log "sandbox: ansible-playbook -i inventories/example -i inventories/sandbox $*"
+  (cd "$REPO_ROOT" && PVE_ROOT_PASSWORD=$(cat "$PVE_STATE/root-password") \
+     SGLANG_API_KEY=$(cat "$SANDBOX_DIR/secrets/sglang-api-key") PATH="$VENV/bin:$PATH" \
+     ansible-playbook -i "$EXAMPLE" -i "$OVERLAY" "$@")
+}
+
 up() {
   prepare
-  log "sandbox: ansible-playbook -i inventories/sandbox deploy.yml $*"
-  (cd "$REPO_ROOT" && PATH="$VENV/bin:$PATH" ansible-playbook -i "$INVENTORY" deploy.yml "$@")
+  run_playbook deploy.yml "$@"
   print_summary
 }
 
@@ -148,7 +163,7 @@ down() {
     pve_sim gpu-kit --root "$SANDBOX_DIR/gpu-kit" --remove >/dev/null
   fi
   rm -rf "$SANDBOX_DIR"
-  rm -f "$INVENTORY/sandbox-containers.yml"
+  python3 "$REPO_ROOT/scripts/sandbox-inventory.py" 2 --inventory "$OVERLAY" >/dev/null
   log "sandbox: removed"
 }
 
@@ -157,5 +172,6 @@ case "${1:-up}" in
   prepare) prepare ;;
   down) down ;;
   summary) print_summary ;;
-  *) die "usage: sandbox.sh up [ansible-playbook args] | prepare | down | summary" ;;
+  playbook) shift; [ $# -gt 0 ] || die "usage: sandbox.sh playbook PLAYBOOK [ansible-playbook args]"; run_playbook "$@" ;;
+  *) die "usage: sandbox.sh up [ansible-playbook args] | playbook PLAYBOOK [args] | prepare | down | summary" ;;
 esac

@@ -9,7 +9,7 @@ leaves it up):
     .venv/bin/python tests/bench/bench_fleet_rerun.py [--containers 4] [--reruns 3] [--max-ratio 1.5] [--keep]
 
 After the first deploy of all N containers (SANDBOX_CONTAINERS=N), it times unchanged reruns with
-`--limit sandbox-llm-a` and over the whole fleet, alternately, and prints both medians and their ratio. Then it rolls a
+`--limit llm-qwen-a` and over the whole fleet, alternately, and prints both medians and their ratio. Then it rolls a
 package change out to the N containers (one more installer argument: a new SGLang virtualenv on each, staged in
 parallel, then the serial cutover) and prints how the time splits between staging and cutover. The CPU seconds the
 machine spent busy in each rerun say how much of the ratio is work that the machine's CPUs cannot run side by side
@@ -32,9 +32,8 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "collections"))
 
 from ansible_collections.llmops.serving.tests.support.ansible_run import ansible_playbook  # noqa: E402  pylint: disable=wrong-import-position
-
-INVENTORY = REPO / "inventories" / "sandbox"
-SANDBOX = REPO / ".build" / "sandbox"
+from ansible_collections.llmops.serving.tests.support.sandbox_inventory import (  # noqa: E402  pylint: disable=wrong-import-position
+    INVENTORY, SANDBOX, ansible_environment)
 
 
 STAGING_PLAY = "Stage SGLang on the containers that cut over"
@@ -59,8 +58,8 @@ def machine_cpu_seconds():
 
 def deploy_run(*args):
     """deploy.yml on the sandbox inventory, an AnsibleRun; exits when it fails."""
-    run = ansible_playbook("deploy.yml", *args, inventory=str(INVENTORY), cwd=str(REPO), timeout=7200,
-                           environment={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")})
+    run = ansible_playbook("deploy.yml", *args, inventory=INVENTORY, cwd=str(REPO), timeout=7200,
+                           environment=ansible_environment())
     if run.rc != 0:
         raise SystemExit("deploy.yml %s failed (%s)" % (" ".join(args), run.summary(4000)))
     return run
@@ -72,7 +71,7 @@ def deploy(*args):
     run = deploy_run(*args)
     run.cpu_seconds = machine_cpu_seconds() - cpu_before
     changed = sum(1 for item in run.results if item.result.get("changed"))
-    rolled = sorted({item.host for item in run.results if item.host.startswith("sandbox-llm-")})
+    rolled = sorted({item.host for item in run.results if item.host.startswith("llm-qwen-")})
     return run.seconds, changed, rolled, run
 
 
@@ -109,7 +108,7 @@ def main():
         if len(rolled) != options.containers:
             raise SystemExit("the first deploy reached %s, not %d containers" % (rolled, options.containers))
         for _run in range(max(options.reruns, 1)):
-            for target, args in ((one, ("--limit", "sandbox-llm-a")), (fleet, ())):
+            for target, args in ((one, ("--limit", "llm-qwen-a")), (fleet, ())):
                 seconds, changed, _rolled, run = deploy(*args)
                 if changed:
                     raise SystemExit("an unchanged rerun (%s) changed %d task runs" % (" ".join(args) or "fleet", changed))

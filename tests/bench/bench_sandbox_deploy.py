@@ -30,15 +30,14 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "collections"))
 
 from ansible_collections.llmops.serving.tests.support.ansible_run import ansible_playbook  # noqa: E402  pylint: disable=wrong-import-position
-
-INVENTORY = REPO / "inventories" / "sandbox"
-SANDBOX = REPO / ".build" / "sandbox"
+from ansible_collections.llmops.serving.tests.support.sandbox_inventory import (  # noqa: E402  pylint: disable=wrong-import-position
+    INVENTORY, SANDBOX, ansible_environment)
 
 
 def run_playbook(path, *args):
     """ansible-playbook on the sandbox inventory with the json callback: (parsed output, seconds); exits when it fails."""
-    run = ansible_playbook(str(path), *args, inventory=str(INVENTORY), cwd=str(REPO), timeout=3600,
-                           environment={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")})
+    run = ansible_playbook(str(path), *args, inventory=INVENTORY, cwd=str(REPO), timeout=3600,
+                           environment=ansible_environment())
     if run.rc != 0:
         raise SystemExit("%s failed (%s)" % (path, run.summary(4000)))
     return run.require_output(), run.seconds

@@ -121,11 +121,13 @@ class PveSim:
 def wait_task(api, upid, timeout=180.0):
     """Wait for a PVE task to stop; its status, or AssertionError with the end of its log when it did not end OK."""
     deadline = time.monotonic() + timeout
+    # The node that runs the task is the UPID's second field (UPID:node:pid:pstart:starttime:type:id:user:).
+    node = api.nodes(upid.split(":")[1])
     while time.monotonic() < deadline:
-        status = api.nodes("pve").tasks(upid).status.get()
+        status = node.tasks(upid).status.get()
         if status["status"] == "stopped":
             if status["exitstatus"] != "OK":
-                lines = [line["t"] for line in api.nodes("pve").tasks(upid).log.get()]
+                lines = [line["t"] for line in node.tasks(upid).log.get()]
                 raise AssertionError("task %s failed: %s\n%s" % (upid, status["exitstatus"], "\n".join(lines[-15:])))
             return status
         time.sleep(0.25)

@@ -2,11 +2,14 @@
 # Copyright: llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""`ansible-playbook -i inventories/sandbox deploy.yml` end to end, on the embedded sandbox.
+"""`ansible-playbook -i inventories/example -i inventories/sandbox deploy.yml` end to end, on the embedded sandbox.
 
-The sandbox is what `make sandbox` builds: this machine as the Proxmox node (pve-sim on real LXC, the GPU kit), two
+The sandbox is what `make sandbox` builds and deploys: the example inventory's configuration (inventories/example),
+through the overlay of what only the sandbox needs (inventories/sandbox, tests/unit/scripts/test_sandbox_overlay.py).
+This machine is the example's Proxmox node pve1 (pve-sim on real LXC, the GPU kit), llm-qwen-a and llm-qwen-b are
 containers reached over SSH on the bridge pve-sim creates (10.213.0.0/24, nothing routed beyond this machine), the
-SGLang simulator as the server. The tests run in file order against one sandbox (module fixture):
+SGLang simulator is the server and the real sglang-router runs beside llm-qwen-a. The tests run in file order against
+one sandbox (module fixture):
 
   first deploy (`scripts/sandbox.sh up`, as a user runs it) -> unchanged rerun is changed=0 -> verify.yml passes ->
   --check --diff of a change shows it and changes nothing -> a bad change (the simulator's startup OOM) stops the
@@ -23,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -36,20 +40,20 @@ import pytest
 from ansible_collections.llmops.serving.tests.integration.pve_sim_support import REPO, PveSim, sim_command, wait_task
 from ansible_collections.llmops.serving.tests.support.ansible_run import ansible_module, ansible_playbook
 from ansible_collections.llmops.serving.tests.support.promtool import check_metrics
+from ansible_collections.llmops.serving.tests.support.sandbox_inventory import INVENTORY, OVERLAY, SANDBOX, ansible_environment
 from ansible_collections.llmops.serving.tests.support.sglang_request_log import received_sampling
 from ansible_collections.llmops.serving.tests.support.waiting import wait_until
 
-SANDBOX = REPO / ".build" / "sandbox"
 # The pve-sim that scripts/sandbox.sh starts (and stops).
 PVE_SIM = PveSim(SANDBOX / "pve-sim")
 REPORTS = SANDBOX / "reports"
 VENV_BIN = pathlib.Path(sys.executable).parent
-INVENTORY = REPO / "inventories" / "sandbox"
-HOSTS = {"sandbox-llm-a": {"vmid": 301, "instance": "qwen36-a", "port": 30000, "gpus": [0, 1]},
-         "sandbox-llm-b": {"vmid": 302, "instance": "qwen36-b", "port": 30001, "gpus": [2, 3]}}
+NODE = "pve1"
+HOSTS = {"llm-qwen-a": {"vmid": 201, "instance": "qwen36", "port": 30000, "gpus": [0, 1]},
+         "llm-qwen-b": {"vmid": 202, "instance": "qwen36", "port": 30000, "gpus": [2, 3]}}
 # The multi-node model the last tests add (scripts/sandbox-inventory.py 2 --model-nodes 2): one instance on two nodes.
-MODEL_NODES = {"sandbox-llm-c": {"vmid": 303, "instance": "qwen36-mn", "port": 30100},
-               "sandbox-llm-d": {"vmid": 304, "instance": "qwen36-mn", "port": 30100}}
+MODEL_NODES = {"llm-qwen-c": {"vmid": 203, "instance": "qwen36-mn", "port": 30100},
+               "llm-qwen-d": {"vmid": 204, "instance": "qwen36-mn", "port": 30100}}
 CONTAINERS = dict(HOSTS, **MODEL_NODES)
 # What the inventory gives the server, plus the simulator's fault: the deploy of a change that cannot start.
 SANDBOX_ENVIRONMENT = {"SGLANG_SIM_STARTUP_SECONDS": "2", "SGLANG_LOG_MS": "1", "SGLANG_SIM_ITERATION_MS": "5"}
@@ -65,10 +69,10 @@ def sandbox_script(*args, timeout=1800):
                           timeout=timeout, check=False, env=dict(os.environ, PATH=str(VENV_BIN) + os.pathsep + os.environ["PATH"]))
 
 
-def playbook(name, *args, timeout=900):
-    """ansible-playbook on the sandbox inventory with the json callback; an AnsibleRun."""
-    return ansible_playbook(name, *args, inventory=str(INVENTORY), cwd=str(REPO), timeout=timeout,
-                            environment={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")})
+def playbook(name, *args, timeout=900, environment=None):
+    """ansible-playbook on the example and the sandbox's overlay with the json callback; an AnsibleRun."""
+    return ansible_playbook(name, *args, inventory=INVENTORY, cwd=str(REPO), timeout=timeout,
+                            environment=ansible_environment(environment))
 
 
 def pct(vmid, *argv, timeout=120):
@@ -107,8 +111,11 @@ LINKS_BEFORE = []
 def sandbox():
     if SANDBOX.exists():
         pytest.fail("a sandbox exists in %s (make sandbox-down first): these tests build and remove their own" % SANDBOX)
-    if [name for name in os.listdir("/dev") if name.startswith("nvidia")]:
-        pytest.skip("this machine has /dev/nvidia* nodes: the sandbox's GPU kit puts its own there")
+    if os.path.exists("/proc/driver/nvidia/version"):
+        # The kit replaces /dev/nvidia* (pve-sim gpu-kit refuses to there): never on a machine with a real driver.
+        pytest.skip("this machine has an NVIDIA driver loaded: the sandbox's GPU kit would replace its /dev/nvidia* nodes")
+    # Without a driver, /dev/nvidia* nodes are a stand-in's left behind (a killed run): the kit replaces them and
+    # `down` removes what it made.
     # veth pairs of the containers come and go; what existed before the sandbox must survive it.
     LINKS_BEFORE[:] = [name for name in network_links() if not name.startswith("veth")]
     up = sandbox_script("up")
@@ -151,12 +158,19 @@ def test_first_deploy_ends_with_two_verified_servers_each_on_its_own_gpus(sandbo
         assert "  GPU %d: %s (/dev/nvidia%d)" % (assigned[0]["index"], assigned[0]["uuid"], assigned[0]["minor"]) in sandbox.stdout
         # Unprivileged, as the role's default is: container root is host uid 100000.
         assert inside(host, "cat", "/proc/self/uid_map").split() == ["0", "100000", "65536"]
+        # The example's sizing serves what it asks: 4 running requests, and the KV pool holds a 131072-token request.
+        serves = report["serves"]
+        assert serves["source"] == "startup log", serves
+        assert serves["running_requests"] == serves["requested_running_requests"] == 4, serves
+        assert serves["context_length"] == 131072 and serves["full_context_requests"] >= 1, serves
+        argv = inside(host, "cat", "/proc/%s/cmdline" % report["main_pid"]).split("\0")
+        assert argv[argv.index("--context-length") + 1] == "131072" and "--log-requests" in argv, argv
 
 
-# The router beside the first server (inventories/sandbox: group sglang_routers), and the servers it must list.
-ROUTER_HOST = "sandbox-llm-a"
+# The router beside the first server (the example's group sglang_routers), and the servers it must list.
+ROUTER_HOST = "llm-qwen-a"
 ROUTER_URL = "http://10.213.0.11:30080"
-ROUTER_WORKERS = ["http://10.213.0.11:30000", "http://10.213.0.12:30001"]
+ROUTER_WORKERS = ["http://10.213.0.11:30000", "http://10.213.0.12:30000"]
 
 
 def router_request(path, body=None):
@@ -182,7 +196,7 @@ def test_the_router_serves_every_server_of_the_inventory(sandbox):
     assert report["status"] == "passed", report
     # In the order the router registered them.
     assert sorted(report["registered"]) == report["workers"] == ROUTER_WORKERS, report
-    assert "router sglang-router.service on sandbox-llm-a: passed" in sandbox.stdout
+    assert "router sglang-router.service on llm-qwen-a: passed" in sandbox.stdout
     # The real sglang-router from the mirror's PyPI wheels, under its unit, named by its deployment.
     pid = inside(ROUTER_HOST, "systemctl", "show", "--property=MainPID", "--value", "sglang-router.service").strip()
     assert inside(ROUTER_HOST, "cat", "/proc/%s/comm" % pid).strip() == "sglang::router"
@@ -203,7 +217,7 @@ def test_the_router_serves_every_server_of_the_inventory(sandbox):
     status, listing = router_request("/workers")
     assert status == 200 and sorted(worker["url"] for worker in listing["workers"]) == ROUTER_WORKERS, listing
     assert all(worker["is_healthy"] for worker in listing["workers"]), listing
-    # Requests through the router reach both servers.
+    # Requests through the router reach both servers (the example's policy: round robin).
     before = {host: served_requests(host) for host in HOSTS}
     for _request in range(6):
         status, answer = router_request("/generate", {"text": "Hello", "sampling_params": {"max_new_tokens": 4}})
@@ -267,7 +281,7 @@ def test_a_rollout_of_both_servers_behind_the_router_loses_no_request(sandbox):
     before = {host: unit_state(host) for host in HOSTS}
     figures = []
     # Out to a change and back to the inventory: two rollouts of both servers, each under the same bounded load.
-    for extra in (["-e", "sglang_service_max_running_requests=12"], []):
+    for extra in (["-e", "sglang_service_max_running_requests=3"], []):
         with RouterLoad() as load:
             run = playbook("deploy.yml", *extra)
         assert run.rc == 0, run.summary()
@@ -294,6 +308,8 @@ def test_each_container_publishes_the_verdict_of_its_deployment_for_node_exporte
         assert status == 0, said + text
         labels = 'sglang_instance="%s",deployment_id="%s"' % (settings["instance"], record(host)["deployment_id"])
         assert "llmops_sglang_verdict_passed{%s} 1\n" % labels in text, text
+        assert 'llmops_sglang_verdict_serves{%s,quantity="running_requests"} 4\n' % labels in text, text
+        assert 'llmops_sglang_verdict_serves{%s,quantity="context_length_tokens"} 131072\n' % labels in text, text
         assert 'invocation_id="%s"' % summary(host)["invocation_id"] in text
 
 
@@ -313,14 +329,14 @@ def test_each_server_applies_the_cards_sampling_and_allocated_the_planned_pools(
 
 
 def test_the_incidents_request_gets_the_cards_values_from_the_server(sandbox):
-    host = "sandbox-llm-a"
+    host = "llm-qwen-a"
     # The incident's client: temperature 0.7 and nothing else, to the chat endpoint (the key comes from the inventory).
     incident = {"temperature": 0.7, "top_p": None, "top_k": None, "min_p": None, "presence_penalty": None,
                 "repetition_penalty": None}
     probe = ansible_module(host, "llmops.serving.generation_probe", {
         "url": "http://127.0.0.1:%d" % HOSTS[host]["port"], "api_key": "{{ sglang_service_api_key }}",
         "sampling": incident, "num_samples": 1, "max_tokens": 40, "fail_on_degenerate": False},
-        inventory=str(INVENTORY), cwd=str(REPO), environment={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")})
+        inventory=INVENTORY, cwd=str(REPO), environment=ansible_environment())
     result = probe.module_result(host)
     assert not result.get("failed"), result
     log = inside(host, "cat", "/var/log/llmops-serving/%s/current.log" % HOSTS[host]["instance"])
@@ -331,15 +347,39 @@ def test_the_incidents_request_gets_the_cards_values_from_the_server(sandbox):
         "top_p": 0.95, "top_k": 20, "min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0}, got[-1]
 
 
-def test_a_plan_refused_for_its_concurrency_changes_nothing(sandbox):
-    host = "sandbox-llm-a"
-    before = unit_state(host)
-    deployment = record(host)["deployment_id"]
-    run = playbook("deploy.yml", "--limit", host, "-e", "sglang_service_memory_plan_require=requested")
+def assert_refused_before_any_change(run, before):
+    """The run failed, no task of any host changed anything, and every server runs the invocation it ran before."""
     assert run.rc != 0
+    assert all(host_stats["changed"] == 0 for host_stats in run.stats.values()), run.stats
+    assert dict((host, unit_state(host)) for host in HOSTS) == before
+
+
+def test_the_examples_old_sizing_and_an_unset_api_key_are_refused_before_any_change_naming_the_fix(sandbox):
+    before = dict((host, unit_state(host)) for host in HOSTS)
+    deployments = dict((host, record(host)["deployment_id"]) for host in HOSTS)
+    # The example's old sizing (16 running requests, the model's own 262144-token context) on the same GPUs: SGLang
+    # would start it and serve a few requests and not one of the full context; refused by default.
+    run = playbook("deploy.yml", "-e", json.dumps({"sglang_service_max_running_requests": 16,
+                                                   "sglang_service_context_length": None}))
+    assert_refused_before_any_change(run, before)
     said = " ".join(run.failures())
-    assert "The memory plan refuses this configuration" in said and "serves 3 of max_running_requests=16" in said, said
-    assert unit_state(host) == before and record(host)["deployment_id"] == deployment
+    assert "The memory plan refuses this configuration (requested required)" in said, said
+    assert "of max_running_requests=16" in said and "cannot hold one request of context_length=262144" in said, said
+    assert "or accept serving less: sglang_service_memory_plan_require: start" in said, said
+    # Serving less is an explicit choice: check mode shows what would be served, and goes on.
+    run = playbook("deploy.yml", "--check", "--limit", "llm-qwen-a", "-e", json.dumps({
+        "sglang_service_max_running_requests": 16, "sglang_service_memory_plan_require": "start"}))
+    assert run.rc == 0, run.summary()
+    shown = json.dumps([item.result.get("msg") for item in run.results if item.task.endswith("Show the memory plan")])
+    assert re.search(r"serves \d+ of 16 requested running requests", shown), shown
+    # SGLANG_API_KEY unset: the example's lookup gives an empty key, which is refused, not a server without
+    # authentication.
+    run = playbook("deploy.yml", environment={"SGLANG_API_KEY": ""})
+    assert_refused_before_any_change(run, before)
+    said = " ".join(run.failures())
+    assert "sglang_service_api_key is empty, so the listener on 0.0.0.0 would accept anyone who reaches it" in said, said
+    assert "sglang_service_authentication: none" in said
+    assert dict((host, record(host)["deployment_id"]) for host in HOSTS) == deployments
 
 
 STAGING_PLAY = "Stage SGLang on the containers that cut over"
@@ -361,7 +401,7 @@ def test_unchanged_rerun_changes_nothing(sandbox):
     assert {host: plan[host]["cutover"] for host in HOSTS} == {host: False for host in HOSTS}, plan
     assert rolled_out(run) == []
     stats = run.stats
-    assert set(HOSTS) | {"sandbox-node"} <= set(stats)
+    assert set(HOSTS) | {NODE} <= set(stats)
     assert all(host_stats["changed"] == 0 and host_stats["failures"] == 0 for host_stats in stats.values()), stats
     # Not restarted: the same invocation serves.
     assert dict((host, unit_state(host)) for host in HOSTS) == before
@@ -379,11 +419,11 @@ def reboot(host):
     """Reboot a container through the simulator's API (what the Proxmox UI's reboot does), waiting for the task."""
     PVE_SIM.endpoint = json.loads((PVE_SIM.state / "endpoint.json").read_text())
     api = PVE_SIM.api()
-    wait_task(api, api.nodes("pve").lxc(CONTAINERS[host]["vmid"]).status.reboot.post())
+    wait_task(api, api.nodes(NODE).lxc(CONTAINERS[host]["vmid"]).status.reboot.post())
 
 
 def test_a_gpu_taken_from_a_container_by_hand_is_named_by_the_next_verification(sandbox):
-    host = "sandbox-llm-b"
+    host = "llm-qwen-b"
     gpu = kit_gpus()[HOSTS[host]["gpus"][1]]
     config = PVE_SIM.conf_path(HOSTS[host]["vmid"])
     line = "lxc.mount.entry: /dev/nvidia%d dev/nvidia%d none bind,optional,create=file\n" % (gpu["minor"], gpu["minor"])
@@ -405,56 +445,56 @@ def test_a_gpu_taken_from_a_container_by_hand_is_named_by_the_next_verification(
 
 def test_a_server_onto_gpus_in_use_is_refused_before_any_change_and_with_sharing_the_plan_names_the_other(sandbox):
     before = dict((host, (unit_state(host), PVE_SIM.conf_path(settings["vmid"]).read_text())) for host, settings in HOSTS.items())
-    # sandbox-llm-b configured onto sandbox-llm-a's GPUs (by index, in another order); a keeps its own.
-    onto_a = {"pve_container_gpus": "{{ [1, 0] if inventory_hostname == 'sandbox-llm-b' else [0, 1] }}"}
+    # llm-qwen-b configured onto llm-qwen-a's GPUs (by index, in another order); a keeps its own.
+    onto_a = {"pve_container_gpus": "{{ [1, 0] if inventory_hostname == 'llm-qwen-b' else [0, 1] }}"}
     run = playbook("deploy.yml", "-e", json.dumps(onto_a))
     assert run.rc != 0
     said = " ".join(run.failures())
     first = kit_gpus()[0]
-    assert ("The GPU assignment cannot be made: GPU 0 (%s) of sandbox-node is assigned to sandbox-llm-a and sandbox-llm-b: a "
+    assert ("The GPU assignment cannot be made: GPU 0 (%s) of pve1 is assigned to llm-qwen-a and llm-qwen-b: a "
             "GPU serves one server unless every container that gets it sets pve_container_gpus_shared" % first["uuid"]) in said, said
     assert dict((host, (unit_state(host), PVE_SIM.conf_path(settings["vmid"]).read_text())) for host, settings in HOSTS.items()) == before
     # Sharing allowed on both: the memory plan counts the other server's share and names it (check mode: no change).
     run = playbook("deploy.yml", "--check", "-e", json.dumps(dict(onto_a, pve_container_gpus_shared=True)))
     assert run.rc != 0
     said = " ".join(run.failures())
-    assert "The memory plan refuses this configuration" in said and "shared GPUs: sandbox-llm-a (mem_fraction_static default)" in said, said
+    assert "The memory plan refuses this configuration" in said and "shared GPUs: llm-qwen-a (mem_fraction_static default)" in said, said
     assert dict((host, (unit_state(host), PVE_SIM.conf_path(settings["vmid"]).read_text())) for host, settings in HOSTS.items()) == before
 
 
 def test_check_diff_shows_a_change_and_changes_nothing(sandbox):
-    unit_path = "/etc/systemd/system/sglang-qwen36-a.service"
-    before = inside("sandbox-llm-a", "sha256sum", unit_path)
+    unit_path = "/etc/systemd/system/sglang-qwen36.service"
+    before = inside("llm-qwen-a", "sha256sum", unit_path)
     states = dict((host, unit_state(host)) for host in HOSTS)
-    run = playbook("deploy.yml", "--check", "--diff", "--limit", "sandbox-llm-a", "-e", "sglang_service_max_running_requests=8")
+    run = playbook("deploy.yml", "--check", "--diff", "--limit", "llm-qwen-a", "-e", "sglang_service_max_running_requests=3")
     assert run.rc == 0, run.summary()
     diffs = [item.result.get("diff") for item in run.results
              if item.task.endswith("Install the systemd unit (validated with systemd-analyze verify)") and item.result.get("changed")]
     assert diffs, run.changed_tasks()
-    assert "--max-running-requests 8" in json.dumps(diffs)
+    assert "--max-running-requests 3" in json.dumps(diffs)
     # The memory plan for the changed flags is shown before anything would change.
     shown = [item.result.get("msg") for item in run.results if item.task.endswith("Show the memory plan")]
-    assert shown and "serves 3 of max_running_requests=8" in json.dumps(shown), shown
-    assert inside("sandbox-llm-a", "sha256sum", unit_path) == before
+    assert shown and "serves 3 of 3 requested running requests; the KV pool holds " in json.dumps(shown), shown
+    assert inside("llm-qwen-a", "sha256sum", unit_path) == before
     assert dict((host, unit_state(host)) for host in HOSTS) == states
 
 
 def assert_stopped_at_the_first_container(run):
-    """The run failed at sandbox-llm-a's cutover: one "Stop the rollout" names it and the container not rolled out."""
+    """The run failed at llm-qwen-a's cutover: one "Stop the rollout" names it and the container not rolled out."""
     assert run.rc != 0
     stop = [item.result["msg"] for item in run.results if item.task.endswith("Stop the rollout") and item.result.get("failed")]
     assert len(stop) == 1, run.failures()
-    assert "Rollout stopped at sandbox-llm-a (CT 301 on sandbox-node)" in stop[0]
-    assert "Not rolled out: sandbox-llm-b" in stop[0]
+    assert "Rollout stopped at llm-qwen-a (CT 201 on pve1)" in stop[0]
+    assert "Not rolled out: llm-qwen-b" in stop[0]
 
 
 def test_bad_change_is_rolled_back_and_stops_the_rollout(sandbox):
     good = dict((host, record(host)) for host in HOSTS)
-    untouched = unit_state("sandbox-llm-b")
+    untouched = unit_state("llm-qwen-b")
     bad = {"sglang_service_environment": dict(SANDBOX_ENVIRONMENT, SGLANG_SIM_FAULT="oom")}
     extra = SANDBOX / "bad-change.json"
     extra.write_text(json.dumps(bad))
-    served_by_b = served_requests("sandbox-llm-b")
+    served_by_b = served_requests("llm-qwen-b")
     # Under load through the router: the failing container is out of the router from before its change until its
     # previous deployment verified again; the other serves meanwhile.
     with RouterLoad() as load:
@@ -462,22 +502,22 @@ def test_bad_change_is_rolled_back_and_stops_the_rollout(sandbox):
     assert_stopped_at_the_first_container(run)
     print("\nfailed cutover behind the router: %d requests, %d failed %s" % (load.sent, len(load.errors), load.errors[:5]))
     assert load.errors == [], load.errors[:10]
-    wait_until(lambda: served_requests("sandbox-llm-b") > served_by_b, 60, "sandbox-llm-b's log to show requests")
+    wait_until(lambda: served_requests("llm-qwen-b") > served_by_b, 60, "llm-qwen-b's log to show requests")
     status, listing = router_request("/workers")
     assert sorted(worker["url"] for worker in listing["workers"]) == ROUTER_WORKERS, listing
-    report = json.loads((REPORTS / "rollout-sandbox-llm-a.json").read_text())
+    report = json.loads((REPORTS / "rollout-llm-qwen-a.json").read_text())
     assert report["rollback"]["status"] == "passed", report
-    assert report["rollback"]["deployment_id"] == good["sandbox-llm-a"]["deployment_id"]
-    assert report["rollback"]["rolled_back_from"] == report["failed_deployment_id"] != good["sandbox-llm-a"]["deployment_id"]
-    assert report["not_rolled_out"] == ["sandbox-llm-b"]
+    assert report["rollback"]["deployment_id"] == good["llm-qwen-a"]["deployment_id"]
+    assert report["rollback"]["rolled_back_from"] == report["failed_deployment_id"] != good["llm-qwen-a"]["deployment_id"]
+    assert report["not_rolled_out"] == ["llm-qwen-b"]
     # The first container runs its previous deployment again, verified; nothing of the bad one is left in the unit.
-    assert record("sandbox-llm-a")["deployment_id"] == good["sandbox-llm-a"]["deployment_id"]
-    assert summary("sandbox-llm-a")["status"] == "passed"
-    assert summary("sandbox-llm-a")["deployment_id"] == good["sandbox-llm-a"]["deployment_id"]
-    assert "SGLANG_SIM_FAULT" not in inside("sandbox-llm-a", "cat", "/etc/systemd/system/sglang-qwen36-a.service")
+    assert record("llm-qwen-a")["deployment_id"] == good["llm-qwen-a"]["deployment_id"]
+    assert summary("llm-qwen-a")["status"] == "passed"
+    assert summary("llm-qwen-a")["deployment_id"] == good["llm-qwen-a"]["deployment_id"]
+    assert "SGLANG_SIM_FAULT" not in inside("llm-qwen-a", "cat", "/etc/systemd/system/sglang-qwen36.service")
     # The second container was never touched: same record, same invocation.
-    assert record("sandbox-llm-b") == good["sandbox-llm-b"]
-    assert unit_state("sandbox-llm-b") == untouched
+    assert record("llm-qwen-b") == good["llm-qwen-b"]
+    assert unit_state("llm-qwen-b") == untouched
     # The restored deployment is what the inventory describes: a plain rerun has nothing to do.
     run = playbook("deploy.yml")
     assert run.rc == 0, run.summary()
@@ -496,21 +536,21 @@ def running_sglang(host):
 def test_a_package_upgrade_that_fails_verification_is_rolled_back_with_its_packages(sandbox):
     # The mirror's 0.5.23.post1 stand-in is a release that cannot start on these GPUs (the simulator's startup OOM).
     good = dict((host, record(host)) for host in HOSTS)
-    untouched = unit_state("sandbox-llm-b")
+    untouched = unit_state("llm-qwen-b")
     before = dict((host, running_sglang(host)) for host in HOSTS)
     assert [version for _env, version in before.values()] == ["0.5.23+standin"] * len(HOSTS), before
     extra = SANDBOX / "package-upgrade.json"
     extra.write_text(json.dumps({"sglang_version": "0.5.23.post1"}))
     # Check mode shows the install and the unit that would run the new environment, and installs nothing.
-    run = playbook("deploy.yml", "--check", "--diff", "--limit", "sandbox-llm-a", "-e", "@%s" % extra)
+    run = playbook("deploy.yml", "--check", "--diff", "--limit", "llm-qwen-a", "-e", "@%s" % extra)
     assert run.rc == 0, run.summary()
     would = [item.result.get("msg") for item in run.results if item.task.endswith("Report the install that would run")]
     assert would and "sglang==0.5.23.post1" in would[0], would
     diffs = [item.result.get("diff") for item in run.results
              if item.task.endswith("Install the systemd unit (validated with systemd-analyze verify)") and item.result.get("changed")]
     assert diffs and "/opt/sglang/envs/0.5.23.post1-" in json.dumps(diffs), run.changed_tasks()
-    assert "0.5.23.post1" not in inside("sandbox-llm-a", "ls", "/opt/sglang/envs")
-    assert unit_state("sandbox-llm-b") == untouched
+    assert "0.5.23.post1" not in inside("llm-qwen-a", "ls", "/opt/sglang/envs")
+    assert unit_state("llm-qwen-b") == untouched
     run = playbook("deploy.yml", "-e", "@%s" % extra)
     assert_stopped_at_the_first_container(run)
     # Staged on both containers, in parallel, beside the running environment.
@@ -521,18 +561,18 @@ def test_a_package_upgrade_that_fails_verification_is_rolled_back_with_its_packa
     for host, env in staged.items():
         assert env != before[host][0] and "/0.5.23.post1-" in env, (env, before)
         assert inside(host, env + "/bin/python", "-c", "import sglang; print(sglang.__version__)").strip() == "0.5.23.post1+standin"
-    report = json.loads((REPORTS / "rollout-sandbox-llm-a.json").read_text())
+    report = json.loads((REPORTS / "rollout-llm-qwen-a.json").read_text())
     assert report["rollback"]["status"] == "passed", report
-    assert report["rollback"]["deployment_id"] == good["sandbox-llm-a"]["deployment_id"]
+    assert report["rollback"]["deployment_id"] == good["llm-qwen-a"]["deployment_id"]
     # The first container runs its previous SGLang again, from its previous environment, verified.
-    assert running_sglang("sandbox-llm-a") == before["sandbox-llm-a"]
-    assert record("sandbox-llm-a")["deployment_id"] == good["sandbox-llm-a"]["deployment_id"]
-    assert record("sandbox-llm-a")["inputs"]["package_environment"] == before["sandbox-llm-a"][0]
-    assert summary("sandbox-llm-a")["status"] == "passed"
+    assert running_sglang("llm-qwen-a") == before["llm-qwen-a"]
+    assert record("llm-qwen-a")["deployment_id"] == good["llm-qwen-a"]["deployment_id"]
+    assert record("llm-qwen-a")["inputs"]["package_environment"] == before["llm-qwen-a"][0]
+    assert summary("llm-qwen-a")["status"] == "passed"
     # The second: never cut over. Same record, same process, same packages.
-    assert record("sandbox-llm-b") == good["sandbox-llm-b"]
-    assert unit_state("sandbox-llm-b") == untouched
-    assert running_sglang("sandbox-llm-b") == before["sandbox-llm-b"]
+    assert record("llm-qwen-b") == good["llm-qwen-b"]
+    assert unit_state("llm-qwen-b") == untouched
+    assert running_sglang("llm-qwen-b") == before["llm-qwen-b"]
     # The inventory's release is what runs: a plain rerun has nothing to do.
     run = playbook("deploy.yml")
     assert run.rc == 0, run.summary()
@@ -540,13 +580,13 @@ def test_a_package_upgrade_that_fails_verification_is_rolled_back_with_its_packa
 
 
 def test_incident_replay_names_the_stray_and_a_deploy_recovers(sandbox):
-    host = "sandbox-llm-a"
-    inside(host, "systemctl", "stop", "sglang-qwen36-a.service")
+    host = "llm-qwen-a"
+    inside(host, "systemctl", "stop", "sglang-qwen36.service")
     # The incident's relaunch: by hand, over a shell, with nohup, on the service's port. lxc-attach may stay until every
     # process it started lets go of the terminal, so it is not waited for beyond a few seconds. The served model name
     # marks the stray so that the cleanup below can find it whatever its PID.
     argv, env = sim_command("pct", "--state-dir", PVE_SIM.state, "exec", HOSTS[host]["vmid"], "--", "bash", "-c",
-                            "cd /tmp && nohup /opt/sglang/envs/0.5.23-*/bin/sglang-sim --model-path /srv/llmops-mirror/models/Qwen3.6-27B "
+                            "cd /tmp && nohup /opt/sglang/envs/0.5.23-*/bin/sglang-sim --model-path /models/Qwen3.6-27B "
                             "--served-model-name stray-relaunch --port 30000 --tp-size 2 --speculative-algorithm NEXTN "
                             "> /tmp/nohup-relaunch.log 2>&1 < /dev/null &")
     launch = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,  # pylint: disable=consider-using-with
@@ -587,19 +627,19 @@ def test_an_unchanged_server_that_fails_its_verification_stops_the_run_before_an
     # unchanged and passing, where the gate play names a.
     before = dict((host, unit_state(host)) for host in HOSTS)
     deployments = dict((host, record(host)["deployment_id"]) for host in HOSTS)
-    change = INVENTORY / "sandbox-test-change.yml"
-    failing_a = "    sandbox-llm-a:\n      sglang_verify_min_accept_length: 99\n"
-    change.write_text("---\nall:\n  hosts:\n" + failing_a + "    sandbox-llm-b:\n      sglang_service_max_running_requests: 8\n")
+    change = OVERLAY / "sandbox-test-change.yml"
+    failing_a = "    llm-qwen-a:\n      sglang_verify_min_accept_length: 99\n"
+    change.write_text("---\nall:\n  hosts:\n" + failing_a + "    llm-qwen-b:\n      sglang_service_max_running_requests: 3\n")
     try:
         run = playbook("deploy.yml")
     finally:
         change.unlink()
     assert run.rc != 0
     plan = json.loads((REPORTS / "rollout-plan.json").read_text())
-    assert not plan["sandbox-llm-a"]["cutover"] and plan["sandbox-llm-b"]["cutover"], plan
+    assert not plan["llm-qwen-a"]["cutover"] and plan["llm-qwen-b"]["cutover"], plan
     messages = " ".join(run.failures())
-    assert "Check the speculative decoding stats against the thresholds on sandbox-llm-a" in messages, messages
-    assert summary("sandbox-llm-a")["status"] == "failed"
+    assert "Check the speculative decoding stats against the thresholds on llm-qwen-a" in messages, messages
+    assert summary("llm-qwen-a")["status"] == "failed"
     assert rolled_out(run) == [] and not any(item.play == STAGING_PLAY for item in run.results)
     assert dict((host, unit_state(host)) for host in HOSTS) == before
     assert dict((host, record(host)["deployment_id"]) for host in HOSTS) == deployments
@@ -611,31 +651,31 @@ def test_an_unchanged_server_that_fails_its_verification_stops_the_run_before_an
         change.unlink()
     assert run.rc != 0
     messages = " ".join(run.failures())
-    assert "sandbox-llm-a failed the verification of their unchanged deployment" in messages, messages
-    assert summary("sandbox-llm-b")["status"] == "passed"
+    assert "llm-qwen-a failed the verification of their unchanged deployment" in messages, messages
+    assert summary("llm-qwen-b")["status"] == "passed"
     assert dict((host, unit_state(host)) for host in HOSTS) == before
 
 
 def test_a_change_for_one_container_cuts_over_only_that_one(sandbox):
-    # Last before the teardown: it leaves sandbox-llm-b on a configuration the inventory does not describe. The change
+    # Last before the teardown: it leaves llm-qwen-b on a configuration the inventory does not describe. The change
     # is an inventory variable of b alone (an inventory file beside hosts.yml, removed afterwards).
     before = dict((host, unit_state(host)) for host in HOSTS)
     deployments = dict((host, record(host)["deployment_id"]) for host in HOSTS)
-    change = INVENTORY / "sandbox-test-change.yml"
-    change.write_text("---\nall:\n  hosts:\n    sandbox-llm-b:\n      sglang_service_max_running_requests: 8\n")
+    change = OVERLAY / "sandbox-test-change.yml"
+    change.write_text("---\nall:\n  hosts:\n    llm-qwen-b:\n      sglang_service_max_running_requests: 3\n")
     try:
         run = playbook("deploy.yml")
     finally:
         change.unlink()
     assert run.rc == 0, run.summary()
     plan = json.loads((REPORTS / "rollout-plan.json").read_text())
-    assert plan["sandbox-llm-b"]["cutover"] and plan["sandbox-llm-b"]["reasons"] == ["options_sglang_service: changed"], plan
-    assert not plan["sandbox-llm-a"]["cutover"], plan
-    assert rolled_out(run) == ["sandbox-llm-b"]
-    assert unit_state("sandbox-llm-a") == before["sandbox-llm-a"]
-    assert record("sandbox-llm-a")["deployment_id"] == deployments["sandbox-llm-a"]
-    assert record("sandbox-llm-b")["deployment_id"] != deployments["sandbox-llm-b"]
-    assert summary("sandbox-llm-b")["status"] == "passed"
+    assert plan["llm-qwen-b"]["cutover"] and plan["llm-qwen-b"]["reasons"] == ["options_sglang_service: changed"], plan
+    assert not plan["llm-qwen-a"]["cutover"], plan
+    assert rolled_out(run) == ["llm-qwen-b"]
+    assert unit_state("llm-qwen-a") == before["llm-qwen-a"]
+    assert record("llm-qwen-a")["deployment_id"] == deployments["llm-qwen-a"]
+    assert record("llm-qwen-b")["deployment_id"] != deployments["llm-qwen-b"]
+    assert summary("llm-qwen-b")["status"] == "passed"
 
 
 def server_argv(host):
@@ -654,34 +694,34 @@ def test_a_model_across_two_containers_runs_one_deployment_and_names_a_stopped_n
     assert len(kit_gpus()) == 8
     run = playbook("deploy.yml", timeout=1500)
     assert run.rc == 0, run.summary()
-    assert {"sandbox-llm-c", "sandbox-llm-d"} <= set(rolled_out(run))
+    assert {"llm-qwen-c", "llm-qwen-d"} <= set(rolled_out(run))
     # One deployment ID on both nodes, each verified in its own part: rank 0 the model, rank 1 its dummy health check.
-    rank_0, rank_1 = summary("sandbox-llm-c"), summary("sandbox-llm-d")
+    rank_0, rank_1 = summary("llm-qwen-c"), summary("llm-qwen-d")
     assert rank_0["status"] == rank_1["status"] == "passed", (rank_0, rank_1)
     assert (rank_0["node_rank"], rank_1["node_rank"]) == (0, 1)
     assert rank_0["probe_verdict"] == "healthy" and rank_1["probe_verdict"] is None
-    assert record("sandbox-llm-c")["deployment_id"] == record("sandbox-llm-d")["deployment_id"] == rank_0["deployment_id"]
+    assert record("llm-qwen-c")["deployment_id"] == record("llm-qwen-d")["deployment_id"] == rank_0["deployment_id"]
     # One deployment for the model records every node's GPUs; each node holds its own.
     node = kit_gpus()
-    assert record("sandbox-llm-c")["inputs"]["gpus"] == {"sandbox-llm-c": [node[4]["uuid"], node[5]["uuid"]],
-                                                         "sandbox-llm-d": [node[6]["uuid"], node[7]["uuid"]]}
+    assert record("llm-qwen-c")["inputs"]["gpus"] == {"llm-qwen-c": [node[4]["uuid"], node[5]["uuid"]],
+                                                      "llm-qwen-d": [node[6]["uuid"], node[7]["uuid"]]}
     assert [gpu["index"] for gpu in rank_0["gpus"]] == [4, 5] and [gpu["index"] for gpu in rank_1["gpus"]] == [6, 7]
-    argv_0, argv_1 = server_argv("sandbox-llm-c"), server_argv("sandbox-llm-d")
+    argv_0, argv_1 = server_argv("llm-qwen-c"), server_argv("llm-qwen-d")
     for argv, rank in ((argv_0, "0"), (argv_1, "1")):
         assert argv[argv.index("--nnodes") + 1] == "2" and argv[argv.index("--dist-init-addr") + 1] == "10.213.0.13:30190"
         assert argv[argv.index("--node-rank") + 1] == rank
     assert "Dummy health check server started in background thread at 0.0.0.0:30100" in inside(
-        "sandbox-llm-d", "cat", "/var/log/llmops-serving/qwen36-mn/current.log")
+        "llm-qwen-d", "cat", "/var/log/llmops-serving/qwen36-mn/current.log")
     # The router has the model once, at its node rank 0.
     router = json.loads((REPORTS / ("router-%s.json" % ROUTER_HOST)).read_text())
     assert sorted(router["registered"]) == sorted(ROUTER_WORKERS + ["http://10.213.0.13:30100"]), router
     # Rank 1 stopped by hand: the verification of the model fails on rank 0 and names the node and its rank.
-    inside("sandbox-llm-d", "systemctl", "stop", "sglang-qwen36-mn.service")
-    run = playbook("playbooks/verify.yml", "--limit", "sandbox-llm-c,sandbox-llm-d")
+    inside("llm-qwen-d", "systemctl", "stop", "sglang-qwen36-mn.service")
+    run = playbook("playbooks/verify.yml", "--limit", "llm-qwen-c,llm-qwen-d")
     assert run.rc != 0, run.summary()
-    rank_0, rank_1 = summary("sandbox-llm-c"), summary("sandbox-llm-d")
+    rank_0, rank_1 = summary("llm-qwen-c"), summary("llm-qwen-d")
     assert rank_0["status"] == "failed" and rank_0["failed_step"] == "Stop when a node of the model is down or on another deployment"
-    assert "node rank 1 (sandbox-llm-d): " in rank_0["message"] and "is not running" in rank_0["message"], rank_0["message"]
+    assert "node rank 1 (llm-qwen-d): " in rank_0["message"] and "is not running" in rank_0["message"], rank_0["message"]
     assert rank_1["status"] == "failed" and "sglang-qwen36-mn.service" in rank_1["message"], rank_1
 
 

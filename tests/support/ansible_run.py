@@ -178,17 +178,23 @@ def run(name, args, environment=None, cwd=None, timeout=300):
     return AnsibleRun(command, finished.returncode, finished.stdout, finished.stderr, time.monotonic() - started)
 
 
+def inventory_args(inventory):
+    """``-i`` for one inventory source, or for each of a list (later sources win, as in ansible-playbook)."""
+    sources = [inventory] if isinstance(inventory, str) else list(inventory or [])
+    return [arg for source in sources for arg in ("-i", str(source))]
+
+
 def ansible_playbook(playbook, *args, inventory=None, extra_vars=None, **options):
-    """``ansible-playbook [-i INVENTORY] PLAYBOOK [-e EXTRA_VARS_JSON] ARGS...``; ``options`` as for run()."""
-    command = (["-i", inventory] if inventory else []) + [playbook]
+    """``ansible-playbook [-i INVENTORY]... PLAYBOOK [-e EXTRA_VARS_JSON] ARGS...``; ``options`` as for run()."""
+    command = inventory_args(inventory) + [playbook]
     if extra_vars is not None:
         command += ["-e", json.dumps(extra_vars)]
     return run("ansible-playbook", command + list(args), **options)
 
 
 def ansible_module(host, module, module_args=None, extra_args=(), inventory=None, **options):
-    """``ansible [-i INVENTORY] HOST -m MODULE [-a ARGS_JSON] EXTRA_ARGS...``; ``options`` as for run()."""
-    command = (["-i", inventory] if inventory else []) + [host, "-m", module]
+    """``ansible [-i INVENTORY]... HOST -m MODULE [-a ARGS_JSON] EXTRA_ARGS...``; ``options`` as for run()."""
+    command = inventory_args(inventory) + [host, "-m", module]
     if module_args is not None:
         command += ["-a", json.dumps(module_args)]
     return run("ansible", command + list(extra_args), **options)

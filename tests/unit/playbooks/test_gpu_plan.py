@@ -73,7 +73,7 @@ def example(tmp_path):
     """A copy of inventories/example, and the test playbook beside it."""
     inventory = tmp_path / "example"
     shutil.copytree(REPO / "inventories" / "example", inventory)
-    facts = json.dumps({"pve1": node_facts(4), "pve2": node_facts(2)})
+    facts = json.dumps({"pve1": node_facts(4)})
     playbook = tmp_path / "plan.yml"
     playbook.write_text(PLAYBOOK.format(facts=facts.replace('"', "'"), tasks=REPO / "playbooks" / "tasks" / "gpu-plan.yml",
                                         role_vars=REPO / "roles" / "pve_container" / "vars" / "main.yml"))
@@ -102,7 +102,7 @@ def test_the_example_gives_each_container_its_own_gpus_in_check_mode_too(example
         reads = [item for item in result.results if item.task.endswith("Read the GPUs nvidia-smi lists on each node")]
         assert reads and all(item.result.get("skipped") for item in reads), reads
         assert {host: [gpu["index"] for gpu in plan["gpus"]] for host, plan in got.items()} == {
-            "llm-qwen-a": [0, 1], "llm-qwen-b": [2, 3], "llm-qwen-c": [0, 1]}
+            "llm-qwen-a": [0, 1], "llm-qwen-b": [2, 3]}
         # By minor: GPU 0 of pve1 is /dev/nvidia1; every container also gets the node's control nodes.
         assert [device["path"] for device in got["llm-qwen-a"]["devices"]] == [
             "/dev/nvidia1", "/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm"]
@@ -127,9 +127,9 @@ def test_two_servers_on_the_same_gpus_are_refused_before_any_change_naming_both(
 
 def test_a_gpu_the_node_does_not_have_is_named_with_what_it_has(example):
     inventory, playbook = example
-    (inventory / "host_vars" / "llm-qwen-c.yml").write_text(
-        (inventory / "host_vars" / "llm-qwen-c.yml").read_text().replace("pve_container_gpus: all", "pve_container_gpus: [2]"))
+    (inventory / "host_vars" / "llm-qwen-b.yml").write_text(
+        (inventory / "host_vars" / "llm-qwen-b.yml").read_text().replace("pve_container_gpus: [2, 3]", "pve_container_gpus: [4]"))
     result = run(inventory, playbook)
     assert result.rc != 0
     said = " ".join(result.failures())
-    assert "llm-qwen-c: pve2 has no GPU 2 (it has 0=GPU-00000002-0000-4000-8000-000000000000, " in said, said
+    assert "llm-qwen-b: pve1 has no GPU 4 (it has 0=GPU-00000004-0000-4000-8000-000000000000, " in said, said

@@ -2,41 +2,47 @@
 # Copyright: llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What inventories/sandbox sets that inventories/example does not: every such variable is listed here with why only the
-sandbox needs it, and no GPU or passthrough variable is among them unless it says where something is.
-
-The sandbox must run the user's configuration: its GPU assignment (pve_container_gpus), the node's GPU count and the
-passthrough style are the example's variables. What may differ is how the sandbox is reached (connection), where things
-are on this machine (path) and the stand-ins' own settings (simulator). A fourth kind, the tests' pace (fewer probe
-samples, decode lines every 10 steps, a router the example does not have), is listed separately: it is neither of the
-three, and issue 26 moves it out of the sandbox's inventory; it must never touch a GPU.
+"""The sandbox deploys inventories/example through the overlay inventories/sandbox, and the overlay holds only what
+the sandbox alone needs. Every variable it sets is listed here with its kind: how the sandbox reaches the hosts
+(connection), where they are on its bridge (address), where things are on this machine (path) and the stand-ins' own
+settings (simulator). Anything else - a GPU assignment, a sizing, a flag, a timer the tests would like shorter - fails
+here: the configuration the tests deploy is the example's, as a user copies it.
 """
 from __future__ import annotations
 
 import pathlib
-import re
 
 import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
-CONNECTION, PATH, SIMULATOR, TESTS_PACE = "connection", "path", "simulator", "tests' pace"
+CONNECTION, ADDRESS, PATH, SIMULATOR = "connection", "address", "path", "simulator"
+# Written by scripts/sandbox-inventory.py for test-scale variants (SANDBOX_CONTAINERS, SANDBOX_MODEL_NODES), removed by
+# `make sandbox-down`; not part of the tracked overlay (tests/unit/scripts/test_sandbox_inventory.py covers them).
+GENERATED = ("sandbox-containers.yml", "host_vars/pve1/sandbox-containers.yml",
+             "group_vars/sandbox_multinode_model.yml")
 
-SANDBOX_ONLY = {
+OVERLAY = {
     "ansible_connection": CONNECTION,                 # the node is this machine
-    "ansible_ssh_common_args": CONNECTION,
+    "ansible_python_interpreter": CONNECTION,         # ... and runs the controller's Python
+    "ansible_ssh_common_args": CONNECTION,            # the sandbox's own known_hosts
     "ansible_ssh_private_key_file": CONNECTION,
-    "pve_container_api_port": CONNECTION,
-    "sandbox_container_ip": CONNECTION,
-    "sglang_service_host": CONNECTION,                # the router on the other container reaches the server
+    "pve_container_api_port": CONNECTION,             # pve-sim's port
+    "ansible_host": ADDRESS,                          # the node on loopback, the containers on the bridge llmsbx0
+    "pve_container_net0": ADDRESS,                    # the bridge and its gateway
+    "sglang_router_environment": ADDRESS,             # HF_ENDPOINT: no hub to reach from the sandbox
+    "pve_container_ca_path": PATH,                    # pve-sim's certificate
+    "pve_container_ssh_public_key_files": PATH,       # the sandbox's key
+    "pve_container_extra_config": PATH,               # the mirror's model directory and the mirror
+    "pve_container_gpu_config_dir": PATH,             # pve-sim's /etc/pve/lxc
+    "pve_container_gpu_lock_dir": PATH,
     "cuda_toolkit_repo_url": PATH,                    # the site mirror
     "nvidia_userspace_installer_url": PATH,
+    "nvidia_userspace_proc_version_path": PATH,       # where pve-sim shows a container the node's /proc/driver/nvidia
     "sglang_find_links": PATH,
     "sglang_no_index": PATH,
     "sglang_router_find_links": PATH,
     "sglang_router_no_index": PATH,
-    "nvidia_userspace_proc_version_path": PATH,       # where pve-sim shows a container the node's /proc/driver/nvidia
-    "pve_container_gpu_config_dir": PATH,             # pve-sim's /etc/pve/lxc
-    "pve_container_gpu_lock_dir": PATH,
+    "sglang_router_dependency_pins": PATH,            # read from the mirror's wheels
     "pve_gpu_host_modules_load_path": PATH,           # the stand-in root of the node's /etc
     "pve_gpu_host_nvidia_modprobe": PATH,
     "pve_gpu_host_nvidia_smi": PATH,                  # the GPU kit's
@@ -47,36 +53,25 @@ SANDBOX_ONLY = {
     "sandbox_dir": PATH,
     "sandbox_gpu_kit": PATH,
     "sandbox_pve_state": PATH,
+    "sglang_verify_summary_dir": PATH,                # reports in the sandbox, not in the example's directory
+    "llmops_rollout_report_dir": PATH,
     "sglang_router_report_dir": PATH,
     "cuda_toolkit_repo_options": SIMULATOR,           # the stand-in repository is unsigned
-    "sglang_required_disk_gib": SIMULATOR,            # the stand-in model weighs nothing
     "sglang_service_server_command": SIMULATOR,       # sglang-sim
-    "sglang_service_environment": SIMULATOR,          # SGLANG_SIM_* (and the log's milliseconds)
+    "sglang_service_environment": SIMULATOR,          # SGLANG_SIM_* beside the example's own
     "sglang_service_read_write_paths": SIMULATOR,     # the driver stand-in's GPU memory ledger
-    "sglang_router_dependency_pins": SIMULATOR,       # the mirror's wheels
-    "sglang_router_environment": SIMULATOR,           # no hub to reach from the sandbox
-    "sglang_install_poll_seconds": TESTS_PACE,
-    "sglang_service_extra_flags": TESTS_PACE,
-    "sglang_verify_probe_max_tokens": TESTS_PACE,
-    "sglang_verify_probe_samples": TESTS_PACE,
-    "sglang_verify_ready_timeout": TESTS_PACE,
-    "sglang_router_api_key": TESTS_PACE,
-    "sglang_router_health_check_interval_secs": TESTS_PACE,
-    "sglang_router_health_failure_threshold": TESTS_PACE,
-    "sglang_router_health_success_threshold": TESTS_PACE,
-    "sglang_router_policy": TESTS_PACE,
-    "sglang_router_port": TESTS_PACE,
 }
-# A variable about GPUs or their passthrough.
-GPU_RELATED = re.compile(r"gpu|nvidia|cuda|passthrough|device|_tp_size$|mem_fraction")
+# A variable about GPUs, their passthrough or the server's sizing.
+GPU_RELATED = ("gpu", "nvidia", "cuda", "passthrough", "device", "tp_size", "mem_fraction", "running_requests",
+               "context_length", "memory_ratio")
 
 
 def variables(inventory):
-    """The variable names an inventory directory sets, in hosts.yml (hosts and groups) and group_vars/host_vars."""
+    """{name: value} that an inventory directory sets, in hosts.yml (hosts and groups) and group_vars/host_vars."""
     root = REPO / "inventories" / inventory
-    names = set()
+    found = {}
     for path in sorted(root.rglob("*.yml")):
-        if path.name == "sandbox-containers.yml":  # generated by make sandbox SANDBOX_CONTAINERS=N
+        if str(path.relative_to(root)) in GENERATED:
             continue
         data = yaml.safe_load(path.read_text()) or {}
         if path.name == "hosts.yml":
@@ -84,32 +79,68 @@ def variables(inventory):
             while groups:
                 group = groups.pop() or {}
                 for host_vars in (group.get("hosts") or {}).values():
-                    names.update(host_vars or {})
-                names.update(group.get("vars") or {})
+                    found.update(host_vars or {})
+                found.update(group.get("vars") or {})
                 groups.extend((group.get("children") or {}).values())
         else:
-            names.update(data)
+            found.update(data)
+    return found
+
+
+def hosts(inventory):
+    data = yaml.safe_load((REPO / "inventories" / inventory / "hosts.yml").read_text())
+    names, groups = set(), [data["all"]]
+    while groups:
+        group = groups.pop() or {}
+        names.update(group.get("hosts") or {})
+        groups.extend((group.get("children") or {}).values())
     return names
 
 
-def test_every_variable_only_the_sandbox_sets_is_listed_with_why():
-    only = variables("sandbox") - variables("example")
-    assert sorted(only - set(SANDBOX_ONLY)) == [], "set only by the sandbox and not listed here"
-    assert sorted(set(SANDBOX_ONLY) - only) == [], "listed here but no longer set only by the sandbox"
+def test_every_variable_of_the_overlay_is_listed_with_its_kind():
+    overlay = set(variables("sandbox"))
+    assert sorted(overlay - set(OVERLAY)) == [], "set by the overlay and not listed here"
+    assert sorted(set(OVERLAY) - overlay) == [], "listed here but no longer set by the overlay"
+    assert set(OVERLAY.values()) == {CONNECTION, ADDRESS, PATH, SIMULATOR}
 
 
-def test_no_gpu_variable_of_the_sandbox_is_its_own_unless_it_says_where_something_is():
-    for name, why in SANDBOX_ONLY.items():
-        if GPU_RELATED.search(name):
-            assert why in (CONNECTION, PATH, SIMULATOR), name
+def test_the_overlay_adds_no_host_and_no_group_and_every_file_of_it_is_for_a_host_or_group_of_the_example():
+    assert hosts("sandbox") == set()
+    example_hosts = hosts("example")
+    assert example_hosts >= {"pve1", "llm-qwen-a", "llm-qwen-b"}
+    root = REPO / "inventories" / "sandbox"
+    for path in root.glob("host_vars/*"):
+        assert path.name.removesuffix(".yml") in example_hosts, path
+    for path in root.glob("group_vars/*"):
+        if str(path.relative_to(root)) not in GENERATED:
+            assert path.name.removesuffix(".yml") in ("all", "pve_nodes", "sglang_servers", "sglang_routers"), path
 
 
-def test_the_gpu_assignment_and_the_passthrough_the_sandbox_deploys_are_the_examples():
-    sandbox, example = variables("sandbox"), variables("example")
-    assert {"pve_container_gpus", "pve_gpu_host_expected_gpu_count"} <= sandbox & example
-    # The passthrough style and back end: set by the example to the role's defaults, which the sandbox keeps.
-    defaults = yaml.safe_load((REPO / "roles" / "pve_container" / "defaults" / "main.yml").read_text())
-    chosen = yaml.safe_load((REPO / "inventories" / "example" / "group_vars" / "sglang_servers.yml").read_text())
-    for name in ("pve_container_gpu_style", "pve_container_gpu_backend", "pve_container_unprivileged"):
-        assert name not in sandbox, name
-        assert chosen.get(name, defaults[name]) == defaults[name], name
+def test_no_gpu_or_sizing_variable_of_the_example_is_changed_unless_it_says_where_something_is():
+    for name, kind in OVERLAY.items():
+        if any(word in name for word in GPU_RELATED):
+            assert kind in (PATH, SIMULATOR, CONNECTION), name
+    example = variables("example")
+    for name in ("pve_container_gpus", "pve_gpu_host_expected_gpu_count", "pve_container_gpu_style",
+                 "pve_container_gpu_backend", "sglang_service_tp_size", "sglang_service_max_running_requests",
+                 "sglang_service_mamba_full_memory_ratio", "sglang_service_context_length", "sglang_service_extra_flags",
+                 "sglang_service_api_key", "pve_container_api_password", "sglang_router_api_key"):
+        assert name in example, name
+        assert name not in OVERLAY, name
+
+
+def test_a_mapping_the_example_sets_keeps_the_examples_entries_in_the_overlay():
+    example, overlay = variables("example"), variables("sandbox")
+    environment = overlay["sglang_service_environment"]
+    assert {key: environment.get(key) for key in example["sglang_service_environment"]} == \
+        example["sglang_service_environment"]
+    assert all(key.startswith("SGLANG_SIM_") for key in set(environment) - set(example["sglang_service_environment"]))
+    # The model directory is the example's, from the mirror; the mirror is an extra mount.
+    assert example["pve_container_extra_config"]["mp0"].split(",", 1)[1] == \
+        overlay["pve_container_extra_config"]["mp0"].split(",", 1)[1]
+
+
+def test_the_secrets_come_from_the_environment_as_in_the_example():
+    # scripts/sandbox.sh exports PVE_ROOT_PASSWORD and SGLANG_API_KEY; the overlay never holds or reads a secret.
+    overlay_text = "".join(path.read_text() for path in (REPO / "inventories" / "sandbox").rglob("*.yml"))
+    assert "secrets" not in overlay_text and "root-password" not in overlay_text
