@@ -34,7 +34,9 @@ def test_the_summary_sets_the_memory_plan_beside_the_pools_of_this_start():
     # The simulator sizes its pools with SGLang 0.5.23's arithmetic on the same GPU: the plan is exact.
     for pool in ("max_mamba_cache_size", "max_total_num_tokens", "max_running_requests"):
         assert memory["comparison"][pool]["error"] == 0, memory["comparison"]
-    assert memory["actual"]["capped_running_requests"] == memory["planned"]["max_running_requests"] == 4
+    # Nothing capped: SGLang runs the 4 requested (it logs a cap only when the state pool holds fewer).
+    assert "capped_running_requests" not in memory["actual"], memory["actual"]
+    assert memory["comparison"]["max_running_requests"]["actual"] == memory["planned"]["max_running_requests"] == 4
 
 
 def test_the_summary_says_which_card_values_the_server_applies_to_chat_requests():
