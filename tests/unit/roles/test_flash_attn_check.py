@@ -35,7 +35,7 @@ def venvs(tmp_path_factory):
     root = tmp_path_factory.mktemp("flash-attn-venvs")
     made = {}
     for version in (PINNED_BY_SGLANG, COMPATIBLE):
-        venv = root / ("venv-" + version.split("+")[0])
+        venv = root / ("venv-" + version.split("+", maxsplit=1)[0])
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
         site = venv / "lib" / ("python%d.%d" % sys.version_info[:2]) / "site-packages"
         shutil.copytree(os.path.join(TORCH_STANDIN, "torch"), site / "torch",
@@ -54,8 +54,8 @@ def run_check(tmp_path, venv, *args):
         "hosts": "localhost", "connection": "local", "gather_facts": False,
         "vars": {"ansible_python_interpreter": sys.executable, "flash_attn_venv": str(venv),
                  "flash_attn_build_log": str(tmp_path / "flash-attn-build.log")},
-        "tasks": [{"name": "Check flash-attn", "ansible.builtin.include_role": {"name": "llmops.serving.flash_attn",
-                                                                                 "tasks_from": "check"}}],
+        "tasks": [{"name": "Check flash-attn",
+                   "ansible.builtin.include_role": {"name": "llmops.serving.flash_attn", "tasks_from": "check"}}],
     }]))
     return ansible_playbook(str(play), "-i", "localhost,", *args, cwd=REPO,
                             environment={"ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg")})
