@@ -62,6 +62,12 @@ def redact(text, token):
     return text
 
 
+def shown(value, token, limit=200):
+    """``value`` (JSON) for a message: the token masked first, then cut to ``limit`` characters (cut first, a part of
+    the token would survive the masking)."""
+    return redact(json.dumps(value), token)[:limit]
+
+
 def repo_id_error(repo_id):
     """Why ``repo_id`` is not a repository ID the Hub accepts, or None."""
     if not isinstance(repo_id, str) or not REPO_ID_RE.match(repo_id):
@@ -128,7 +134,7 @@ class Hub:
         """The HubError for an answer that is not 2xx/3xx, read as huggingface_hub reads it."""
         code = answer.headers.get("x-error-code")
         server = answer.headers.get("x-error-message") or _body_error(answer.text)
-        server = redact(server, self.token)
+        server = redact(server, self.token)[:500] if server else server
         said = " (the hub said: %s)" % server if server else ""
         if code == "RevisionNotFound":
             return HubError(REVISION_NOT_FOUND, "revision %r of %s was not found on %s%s" % (
@@ -163,8 +169,8 @@ class Hub:
         _answer, info = self._json(self.api_url(repo_id, "revision", revision), repo_id, revision)
         commit = info.get("sha") if isinstance(info, dict) else None
         if not isinstance(commit, str) or not COMMIT_RE.match(commit):
-            raise HubError(PROTOCOL, "the hub's info for %s at %r names no commit (sha: %r)" % (
-                repo_id, revision, commit if isinstance(info, dict) else info))
+            raise HubError(PROTOCOL, "the hub's info for %s at %r names no commit (sha: %s)" % (
+                repo_id, revision, shown(commit if isinstance(info, dict) else info, self.token)))
         gated = info.get("gated", False)
         return {"commit": commit, "gated": gated if gated in ("auto", "manual") else False,
                 "private": info.get("private") is True}
@@ -212,7 +218,7 @@ def _next_link(header, current):
     return None
 
 
-def file_entries(entries):
+def file_entries(entries, token=None):
     """The files of a tree listing: ({path: {"size", "blob_id", "sha256"}}, [why each unusable entry is left out]).
 
     A file's hash is its LFS sha256 when it is stored with LFS, else its git blob id (sha1 over "blob <size>\\0" and
@@ -221,7 +227,7 @@ def file_entries(entries):
     refused = []
     for entry in entries:
         if not isinstance(entry, dict) or entry.get("type") not in ("file", "directory"):
-            refused.append("an entry that is neither a file nor a directory: %s" % json.dumps(entry)[:200])
+            refused.append("an entry that is neither a file nor a directory: %s" % shown(entry, token))
             continue
         if entry["type"] != "file":
             continue
@@ -231,7 +237,7 @@ def file_entries(entries):
         if not isinstance(path, str) or not isinstance(size, int) or isinstance(size, bool) or size < 0 or \
                 not isinstance(oid, str) or not re.match(r"^[0-9a-f]{40}$", oid) or \
                 (lfs is not None and not (isinstance(sha256, str) and SHA256_RE.match(sha256))):
-            refused.append("a malformed file entry: %s" % json.dumps(entry)[:200])
+            refused.append("a malformed file entry: %s" % shown(entry, token))
             continue
         files[path] = {"size": size, "blob_id": oid, "sha256": sha256}
     return files, refused

@@ -269,7 +269,7 @@ def hub_listing(module, hub):
     params = module.params
     try:
         info = hub.revision(params["repo"], params["revision"])
-        expected, refused = hf_hub.file_entries(hub.tree(params["repo"], info["commit"]))
+        expected, refused = hf_hub.file_entries(hub.tree(params["repo"], info["commit"]), hub.token)
         if params["check_access"] and expected:
             probe = "config.json" if "config.json" in expected else sorted(expected)[0]
             if model_files.name_error(probe) is None:
@@ -317,9 +317,9 @@ def run(module):
                                    write_cache=not module.check_mode)
     except model_files.ModelDirError as exc:
         module.fail_json(msg=str(exc))
+    # problems() names every unsafe name, the hub's refused entries among them.
     result["unsafe_names"].extend(refused)
     result["problems"] = model_files.problems(result, expected is not None)
-    result["problems"] += ["the hub's list has %s" % entry for entry in refused]
     result["complete"] = not result["problems"]
 
     free, measured = model_files.free_space(params["path"])

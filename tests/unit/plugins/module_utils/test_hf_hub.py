@@ -181,3 +181,15 @@ def test_answers_that_are_not_the_hubs(hostile):
     files, refused = hub_api.file_entries(hub.tree("a/e", "1" * 40))
     # Names are the local check's business (model_files refuses "../escape"); malformed entries are refused here.
     assert list(files) == ["../escape"] and len(refused) == 4
+
+
+# The JSON before the path is 27 characters: these paddings put the token across the 200th character.
+@pytest.mark.parametrize("pad", [160, 166, 172])
+def test_a_refused_entry_is_masked_before_it_is_cut(pad):
+    """A malformed tree entry that carries the token where the 200-character cut falls: masked first, no part of the
+    token survives (cut first, the masking would not find the whole token)."""
+    token = "hf_SECRETTOKEN0123456789"
+    entry = {"type": "file", "path": "x" * pad + token, "size": "not a number"}
+    files, refused = hub_api.file_entries([entry], token)
+    assert files == {} and len(refused) == 1
+    assert all(token[:length] not in refused[0] for length in range(6, len(token) + 1)), refused[0]
