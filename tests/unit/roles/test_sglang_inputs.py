@@ -43,7 +43,7 @@ REFUSED = {
 }
 
 
-def run_inputs(tmp_path, cases):
+def run_inputs(tmp_path, cases, check_name="Check the role's inputs"):
     inventory = {"all": {"hosts": {name: dict(variables, ansible_connection="local", ansible_python_interpreter=sys.executable)
                                    for name, variables in cases.items()}}}
     (tmp_path / "inventory.json").write_text(json.dumps(inventory))
@@ -54,7 +54,7 @@ def run_inputs(tmp_path, cases):
                           str(tmp_path / "play.yml")], capture_output=True, text=True, timeout=300, check=False, env=env, cwd=tmp_path)
     report = json.loads(run.stdout)
     tasks = report["plays"][0]["tasks"]
-    check = next(task for task in tasks if task["task"]["name"].endswith("Check the role's inputs"))
+    check = next(task for task in tasks if task["task"]["name"].endswith(check_name))
     published = next(task for task in tasks if task["task"]["name"].endswith("Publish the virtualenv this request installs into"))
     return check["hosts"], published["hosts"]
 
@@ -71,3 +71,24 @@ def test_only_a_release_number_and_an_absolute_plain_root_name_the_virtualenv(tm
         assert "sglang_version a release number" in checked[name]["msg"], checked[name]
         # The refused host never publishes a virtualenv for the other roles to run.
         assert name not in published
+
+
+MODEL_ACCEPTED = {
+    "model-plain": {"sglang_model_dir": "/models/Qwen3.6-27B", "sglang_model_download_environment": {"HTTPS_PROXY": "x"}},
+}
+MODEL_REFUSED = {
+    # An environment name reaches the root shell that runs hf unquoted (Ansible quotes only the values).
+    "env-name-shell": {"sglang_model_download_environment": {"X=1;touch /tmp/pwned;Y": "1"}},
+    "env-name-space": {"sglang_model_download_environment": {"A B": "1"}},
+    "model-dir-dotdot": {"sglang_model_dir": "/models/../etc"},
+    "model-dir-dotdot-end": {"sglang_model_dir": "/models/x/.."},
+}
+
+
+def test_the_model_inputs_refuse_a_shell_in_an_environment_name_and_a_model_dir_that_climbs(tmp_path):
+    checked, _published = run_inputs(tmp_path, dict(MODEL_ACCEPTED, **MODEL_REFUSED), "Check the model download's inputs")
+    for name in MODEL_ACCEPTED:
+        assert not checked[name].get("failed"), (name, checked[name])
+    for name in MODEL_REFUSED:
+        assert checked[name].get("failed"), (name, checked[name])
+        assert "sglang_model_dir must be an absolute path without '..'" in checked[name]["msg"], checked[name]

@@ -360,3 +360,23 @@ def test_a_download_needs_a_pinned_revision(hf_hub, tmp_path):
     assert "a model download needs sglang_model_repo, sglang_model_dir and a pinned sglang_model_revision" in \
         results["Check the role's inputs"][0]["msg"]
     assert "Plan the model download from the Hub" not in results
+
+
+def test_only_a_commit_is_taken_from_the_staged_models_record():
+    """The record is in a directory others may write: its first line becomes the deployment's model revision (unit,
+    deployment ID, messages) only when it is a 40-hex commit."""
+    import base64  # pylint: disable=import-outside-toplevel
+
+    files = ["roles/sglang/vars/main.yml"]
+
+    def staged(raw):
+        return render("{{ _sglang_model_staged_commit }}",
+                      {"_sglang_model_metadata": {"content": base64.b64encode(raw).decode()}}, var_files=files)
+
+    assert staged(("%s\n0000\n1.0\n" % MODEL_COMMIT).encode()) == MODEL_COMMIT
+    for hostile in (b"", b"\n", b"root:x:0:0:root:/root:/bin/bash\n", b"../../etc\n", (MODEL_COMMIT + "x\n").encode(),
+                    MODEL_COMMIT.upper().encode(), ("%s --trust-remote-code\n" % MODEL_COMMIT).encode()):
+        assert staged(hostile) == "", hostile
+    # Not read (no record, a symlink, a FIFO: tasks/model-revision-read.yml reads only a small regular file).
+    assert render("{{ _sglang_model_staged_commit }}", {"_sglang_model_metadata": {"skipped": True}},
+                  var_files=files) == ""
