@@ -99,7 +99,7 @@ class ModelDir:
         except OSError as exc:
             raise ModelDirError("%s: %s" % (path, exc)) from None
 
-    def _inside(self, real):
+    def contains(self, real):
         return real == self.real or real.startswith(self.real.rstrip("/") + "/")
 
     def inspect(self, name):
@@ -125,7 +125,7 @@ class ModelDir:
             link = current if stat.S_ISLNK(info.st_mode) else None
             if link:
                 target = os.path.realpath(link)
-                if not self._inside(target):
+                if not self.contains(target):
                     return Inspection("not_regular", problem="a symlink to %s, outside the model directory"
                                       % printable(target), removable=link if last else None)
                 try:
@@ -356,7 +356,9 @@ def incomplete_files(model_dir):
     no symlink followed, at most MAX_INCOMPLETE_ENTRIES entries looked at)."""
     found = []
     root = os.path.join(model_dir.real, HF_DOWNLOAD_DIR)
-    if not model_dir.exists or os.path.islink(root) or not os.path.isdir(root):
+    # A symlink anywhere on the way (.cache, .cache/huggingface) would list, and have root delete, files elsewhere.
+    if not model_dir.exists or os.path.islink(root) or not os.path.isdir(root) or \
+            not model_dir.contains(os.path.realpath(root)):
         return found
     seen = 0
     for current, dirs, names in os.walk(root, followlinks=False):
@@ -505,7 +507,13 @@ def _plan_removal(model_dir, name, result, size, path=None):
     result["remove"].append(path or os.path.join(model_dir.real, *name.split("/")))
     result["reclaimable_bytes"] += size
     metadata = download_metadata_path(model_dir, name)
-    if os.path.lexists(metadata):
+    # Only a record inside the directory (no symlinked parent on the way) that is not a directory: root removes it.
+    try:
+        info = os.lstat(metadata)
+    except OSError:
+        return
+    if not stat.S_ISDIR(info.st_mode) and model_dir.contains(
+            os.path.realpath(os.path.dirname(metadata))):
         result["remove"].append(metadata)
 
 

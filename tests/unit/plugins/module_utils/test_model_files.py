@@ -273,3 +273,27 @@ def test_a_directory_that_does_not_exist_yet(tmp_path):
     assert result["missing"] == ["config.json"] and result["download_bytes"] == 2
     free, measured = model_files.free_space(str(tmp_path / "not-yet" / "deeper"))
     assert measured == str(tmp_path) and free > 0
+
+
+def test_a_cache_directory_symlinked_elsewhere_plans_nothing_outside_for_removal(revision, tmp_path):
+    """root deletes what `remove` lists: a .cache (or .cache/huggingface) that is a symlink out of the directory must
+    not put the files it leads to there (neither partial downloads nor the records of a damaged file)."""
+    directory, expected = revision
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(path_in(directory, ".cache"), str(elsewhere))
+    os.symlink(str(elsewhere), path_in(directory, ".cache"))
+    with open(os.path.join(str(elsewhere), "huggingface", "download", "x.incomplete"), "wb") as handle:
+        handle.write(b"x" * 10)
+    with open(path_in(directory, "vocab.json"), "r+b") as handle:
+        handle.write(b"X")
+    result = model_files.check(directory, expected, write_cache=False)
+    assert [entry["path"] for entry in result["damaged"]] == ["vocab.json"]
+    assert result["incomplete"] == {"files": [], "bytes": 0}
+    assert result["remove"] and not [path for path in result["remove"] if str(elsewhere) in os.path.realpath(path)]
+    # The same layout without the symlink plans the record beside the file (what the check protects is real).
+    os.unlink(path_in(directory, ".cache"))
+    shutil.move(str(elsewhere), path_in(directory, ".cache"))
+    result = model_files.check(directory, expected, write_cache=False)
+    assert path_in(directory, ".cache/huggingface/download/vocab.json.metadata") in result["remove"]
+    assert [entry["path"] for entry in result["incomplete"]["files"]] == [
+        path_in(directory, ".cache/huggingface/download/x.incomplete")]
