@@ -135,10 +135,17 @@ class Handler(BaseHTTPRequestHandler):
     def do_HEAD(self):  # pylint: disable=invalid-name
         self._dispatch("HEAD")
 
+    # The last byte of each answer is held back until the request is logged, so that a client holding the whole
+    # answer finds its line in the request log (tests read the log as soon as the client is done).
+    _holding = False
+    _held = b""
+    _logged = False
+
     def _dispatch(self, method):
         self._entry = {"listener": self.listener, "method": method, "path": urlsplit(self.path).path,
                        "range": self.headers.get("Range"),
                        "auth": "bearer" if self.headers.get("Authorization") else "none"}
+        self._holding, self._held, self._logged = True, b"", False
         faults = self.state.faults.current()
         if faults["latency_ms"]:
             time.sleep(faults["latency_ms"] / 1000.0)
@@ -150,7 +157,37 @@ class Handler(BaseHTTPRequestHandler):
             # The client went away mid-answer.
             self._entry["aborted"] = True
             self.close_connection = True
-        self.state.request_log.write(self._entry)
+        self._finish()
+
+    def _send(self, data):
+        """Write ``data`` to the client, all but the last byte of the answer so far."""
+        if not data:
+            return
+        if not self._holding:
+            self.wfile.write(data)
+            return
+        self.wfile.write(self._held + data[:-1])
+        self._held = data[-1:]
+
+    def flush_headers(self):
+        # BaseHTTPRequestHandler.end_headers sends the header block here: through _send, so that an answer without a
+        # body (HEAD, 302, 416) is held back too.
+        if getattr(self, "_headers_buffer", None):
+            self._send(b"".join(self._headers_buffer))
+            self._headers_buffer = []
+
+    def _finish(self):
+        """Log the request (once), then send the byte held back."""
+        if not self._logged:
+            self._logged = True
+            self.state.request_log.write(self._entry)
+        held, self._held, self._holding = self._held, b"", False
+        try:
+            if held:
+                self.wfile.write(held)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
 
     # -- answers ---------------------------------------------------------------------------------------------------
 
@@ -167,7 +204,7 @@ class Handler(BaseHTTPRequestHandler):
         self._start(status, dict({"Content-Type": "application/json; charset=utf-8", "Content-Length": len(body)},
                                  **(headers or {})))
         if method != "HEAD":
-            self.wfile.write(body)
+            self._send(body)
 
     def _refuse(self, refusal):
         headers = dict(refusal.headers)
@@ -329,7 +366,7 @@ class Handler(BaseHTTPRequestHandler):
                     break
                 if damage is not None and position <= damage < position + len(chunk):
                     chunk[damage - position] ^= 0xFF
-                self.wfile.write(chunk)
+                self._send(bytes(chunk))
                 position += len(chunk)
                 sent += len(chunk)
                 if rate:
@@ -340,7 +377,7 @@ class Handler(BaseHTTPRequestHandler):
         if stop <= end:
             # The dropped connection: the body stops short of its Content-Length and the socket closes.
             self._entry["cut"] = True
-            self.wfile.flush()
+            self._finish()
             self.close_connection = True
             try:
                 self.connection.shutdown(socket.SHUT_RDWR)
