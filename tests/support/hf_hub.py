@@ -72,7 +72,12 @@ class HubProcess:
         with open(self.output, "wb") as out:
             self.process = subprocess.Popen(  # pylint: disable=consider-using-with
                 argv, stdout=out, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL)
-        wait_until(self._ready, 30, "the hub stand-in's ready file")
+        try:
+            wait_until(self._ready, 30, "the hub stand-in's ready file")
+        except BaseException:
+            # Not yet in the fixture's list: stop it here, or it keeps running with its ports.
+            self.stop()
+            raise
         with open(self.ready_file, encoding="utf-8") as handle:
             ready = json.load(handle)
         self.endpoint, self.cdn = ready["endpoint"], ready["cdn"]
