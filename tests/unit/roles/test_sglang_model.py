@@ -14,11 +14,13 @@ import glob
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
 from ansible_collections.llmops.serving.tests.support import hf_hub as support
 from ansible_collections.llmops.serving.tests.support.hf_hub import MODEL_COMMIT, MODEL_REPO, model, repos
+from ansible_collections.llmops.serving.tests.support.waiting import wait_until
 from ansible_collections.llmops.serving.tests.unit.roles.templar import REPO, render
 
 GATED = "llmops-standin/qwen-gated"
@@ -57,9 +59,8 @@ FACTS_FIRST = """
 """
 
 
-def run_role(tmp_path, hub, check=False, verbosity=0, facts_first=False, **variables):
-    """(returncode, every task result by its own name, the whole output, the host's stats) of one ansible-playbook
-    run."""
+def role_command(tmp_path, hub, check=False, verbosity=0, facts_first=False, **variables):
+    """(argv, environment) of one ansible-playbook run of the model steps on this machine."""
     host = dict({"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                  "sglang_model_download": True, "sglang_model_repo": MODEL_REPO, "sglang_model_revision": "main",
                  "sglang_model_dir": str(tmp_path / "model"), "sglang_hf_endpoint": hub.endpoint,
@@ -82,14 +83,25 @@ def run_role(tmp_path, hub, check=False, verbosity=0, facts_first=False, **varia
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(tmp_path / "inventory.json"),
             str(tmp_path / "play.yml"), "-e", json.dumps({"_sglang_hf_token_file": str(tmp_path / "run" / "token")})]
     argv += (["--check"] if check else []) + (["-" + "v" * verbosity] if verbosity else [])
+    return argv, env
+
+
+def run_role(tmp_path, hub, **options):
+    """(returncode, every task result by its own name, the whole output, the host's stats) of one ansible-playbook
+    run."""
+    argv, env = role_command(tmp_path, hub, **options)
     run = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False, env=env, cwd=str(tmp_path))
+    return parse_run(run.returncode, run.stdout, run.stderr)
+
+
+def parse_run(returncode, stdout, stderr):
     # The json callback's document; with -v the display's lines come before it on stdout.
-    report, _end = json.JSONDecoder().raw_decode(run.stdout[run.stdout.index('{\n    "custom_stats"'):])
+    report, _end = json.JSONDecoder().raw_decode(stdout[stdout.index('{\n    "custom_stats"'):])
     results = {}
     for task in report["plays"][0]["tasks"]:
         # The json callback names a role's tasks "<role> : <name>".
         results.setdefault(task["task"]["name"].split(" : ")[-1], []).append(task["hosts"]["target"])
-    return run.returncode, results, run.stdout + run.stderr, report["stats"]["target"]
+    return returncode, results, stdout + stderr, report["stats"]["target"]
 
 
 def messages(results, name):
@@ -237,6 +249,80 @@ def test_a_download_stopped_by_its_time_limit_is_completed_by_the_next_run(hf_hu
     assert sorted(fetched(hub, requests_before)) == sorted(set(model.model_files()) - done)
     assert not glob.glob(metadata + "/*.incomplete")
     assert results["Check the downloaded model against the revision"][0]["complete"]
+
+
+def hf_pids(directory):
+    """PIDs of the hf processes downloading into ``directory`` (the interpreter running hf, not timeout)."""
+    pids = []
+    for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            with open(cmdline, "rb") as handle:
+                argv = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if directory.encode() in argv and b"download" in argv and os.path.basename(argv[0].decode()).startswith("python"):
+            pids.append(int(cmdline.split("/")[2]))
+    return pids
+
+
+def wait_for_hf(directory, process=None):
+    """The PID of the hf downloading into ``directory``, once it runs and has a partial file (bounded)."""
+    incomplete = os.path.join(directory, ".cache", "huggingface", "download", "*.incomplete")
+    wait_until(lambda: hf_pids(directory) and glob.glob(incomplete) or (process and process.poll() is not None),
+                       timeout=120, what="hf downloading into %s" % directory)
+    pids = hf_pids(directory)
+    assert pids, "hf ended before it was seen (the run: %s)" % (process.communicate() if process else "-",)
+    return pids[0]
+
+
+def test_a_download_killed_from_outside_is_not_called_a_time_limit_and_the_next_run_completes_it(hf_hub, tmp_path):
+    # The OOM killer or an operator: hf gets SIGKILL long before its time limit (40 s).
+    hub = hf_hub(faults={"bytes_per_second": 64 * 1024})
+    argv, env = role_command(tmp_path, hub)
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(tmp_path))
+    try:
+        os.kill(wait_for_hf(str(tmp_path / "model"), process), signal.SIGKILL)
+        stdout, stderr = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    rc, results, output, _stats = parse_run(process.returncode, stdout, stderr)
+    assert rc != 0
+    failure = messages(results, "Fail with hf's own words")[0]
+    assert "failed (killed by signal 9, before its time limit: the OOM killer, or someone stopped it)" in failure, failure
+    assert "sglang_model_download_timeout" not in failure
+    hub.set_faults({})
+    rc, results, output, _stats = run_role(tmp_path, hub)
+    assert rc == 0, output[-3000:]
+    assert results["Check the downloaded model against the revision"][0]["complete"]
+
+
+def test_a_download_an_interrupted_run_left_running_is_stopped_before_the_next_run_downloads(hf_hub, tmp_path):
+    # Ctrl-C on the controller: ansible-playbook ends, the async hf in the target goes on writing into the directory.
+    hub = hf_hub(faults={"bytes_per_second": 64 * 1024})
+    directory = str(tmp_path / "model")
+    argv, env = role_command(tmp_path, hub)
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=str(tmp_path),
+                               start_new_session=True)
+    try:
+        leftover = wait_for_hf(directory, process)
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert hf_pids(directory) == [leftover], "the interrupted run's hf must still run for this test"
+    hub.set_faults({})
+    rc, results, output, _stats = run_role(tmp_path, hub)
+    assert rc == 0, output[-3000:]
+    stop = results["Stop a download that an interrupted run left running"][0]
+    assert stop["changed"] and stop["stdout"].startswith("Stopped the hf download (wrapper PID "), stop
+    assert not os.path.exists("/proc/%d" % leftover) or leftover not in hf_pids(directory)
+    assert results["Check the downloaded model against the revision"][0]["complete"]
+    assert hf_processes(directory) == []
+    # A rerun with nothing running stops nothing.
+    rc, results, output, _stats = run_role(tmp_path, hub)
+    assert rc == 0 and not results["Stop a download that an interrupted run left running"][0]["changed"]
 
 
 def test_a_failed_download_fails_with_hfs_words_and_the_token_file_is_removed(hf_hub, tmp_path):
