@@ -144,7 +144,8 @@ class Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method):
         self._entry = {"listener": self.listener, "method": method, "path": urlsplit(self.path).path,
                        "range": self.headers.get("Range"),
-                       "auth": "bearer" if self.headers.get("Authorization") else "none"}
+                       "auth": "bearer" if self.headers.get("Authorization") else "none",
+                       "client": self.client_address[0]}
         self._holding, self._held, self._logged = True, b"", False
         faults = self.state.faults.current()
         if faults["latency_ms"]:

@@ -260,6 +260,7 @@ def test_refusals_carry_the_hubs_status_codes_error_codes_and_messages(hf_hub, g
     assert call(resolve % "llmops-standin/gated", token=GRANTED)[0] == 200
     assert call(api % "llmops-standin/private", token=GRANTED)[0] == 200
     assert all(entry["auth"] in ("none", "bearer") for entry in hub.requests())
+    assert {entry["client"] for entry in hub.requests()} == {"127.0.0.1"}
     assert not any(READER in json.dumps(entry) or GRANTED in json.dumps(entry) for entry in hub.requests())
 
 
