@@ -8,7 +8,7 @@
 Usage: scripts/sandbox-mirror.py OUTDIR [--driver-version 580.95.05] [--cuda-version 13.0]
        [--proc-version-path /proc/driver/nvidia/version] [--ledger-dir /srv/host-gpu-memory-ledger]
        [--mount-point /srv/llmops-mirror]
-       [--router-wheels DIR]
+       [--router-wheels DIR] [--hub-wheels DIR]
 
 OUTDIR/nvidia/NVIDIA-Linux-x86_64-<driver>.run   stand-in installer (simulators/standins/nvidia_installer)
 OUTDIR/cuda/                                     flat apt repository (simulators/standins/cuda_repo), unsigned
@@ -18,6 +18,8 @@ OUTDIR/wheels/                                   sglang-sim and the stand-in sgl
   sglang-0.5.23.post1+standin-py3-none-any.whl     the same source as a release that cannot start (STANDIN_FAULT
                                                    "oom"), for the package-rollback test; sglang==0.5.23 does not
                                                    match it (PEP 440), so a pinned install never gets it
+  with --hub-wheels: the real huggingface_hub       the stand-in sglang depends on it as the real one does (its `hf`
+  and its dependencies, copied from DIR            downloads the model); scripts/hub-wheels.sh downloads them from PyPI
 OUTDIR/models/Qwen3.6-27B/                       pre-staged model directory (simulators/standins/models)
 OUTDIR/router-wheels/                            with --router-wheels: the real sglang-router and its dependencies,
                                                  copied from DIR (scripts/router-wheels.sh downloads them from PyPI)
@@ -177,7 +179,8 @@ def expected_layout(options):
     ] + [f"wheels/sglang-{release['version']}-py3-none-any.whl" for release in FAULTY_SGLANG_RELEASES] + [
         f"models/{MODEL}/config.json",
         f"models/{MODEL}/.cache/huggingface/download/config.json.metadata",
-    ] + (["router-wheels/sglang_router-*.whl"] if options.get("router_wheels") else [])
+    ] + (["router-wheels/sglang_router-*.whl"] if options.get("router_wheels") else []) + (
+        ["wheels/huggingface_hub-*.whl"] if options.get("hub_wheels") else [])
 
 
 def missing_from_layout(outdir, options):
@@ -258,19 +261,19 @@ def build_wheels(tmp, env):
                                      "--no-deps", "--wheel-dir", os.path.join(tmp, "wheels")] + batch, env)
 
 
-def copy_router_wheels(tmp, source):
-    """The router's wheels as downloaded (only *.whl files: the download directory's bookkeeping stays behind)."""
-    os.makedirs(os.path.join(tmp, "router-wheels"))
+def copy_wheels(tmp, source, subdir):
+    """Downloaded wheels into OUTDIR/subdir (only *.whl files: the download directory's bookkeeping stays behind)."""
+    os.makedirs(os.path.join(tmp, subdir), exist_ok=True)
     for name in sorted(os.listdir(source)):
         if name.endswith(".whl"):
-            shutil.copyfile(os.path.join(source, name), os.path.join(tmp, "router-wheels", name))
+            shutil.copyfile(os.path.join(source, name), os.path.join(tmp, subdir, name))
 
 
-def router_wheel_inputs(source):
-    """(name in the digest, path) of the router's wheels, for the input digest."""
+def wheel_inputs(source, subdir):
+    """(name in the digest, path) of downloaded wheels served from OUTDIR/subdir, for the input digest."""
     if not source:
         return []
-    return [(f"router-wheels/{name}", os.path.join(source, name)) for name in sorted(os.listdir(source)) if name.endswith(".whl")]
+    return [(f"{subdir}/{name}", os.path.join(source, name)) for name in sorted(os.listdir(source)) if name.endswith(".whl")]
 
 
 def stage_model(tmp):
@@ -303,7 +306,7 @@ def replace_dir(tmp, outdir):
     remove(old)
 
 
-def build(outdir, options, digest, router_wheels=None):
+def build(outdir, options, digest, router_wheels=None, hub_wheels=None):
     """Build the mirror in OUTDIR.tmp and rename it to OUTDIR; StepFailed names the step that failed."""
     tmp = outdir + ".tmp"
     env = dict(os.environ, SOURCE_DATE_EPOCH=os.environ.get("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH), PIP_NO_INPUT="1")
@@ -313,7 +316,8 @@ def build(outdir, options, digest, router_wheels=None):
         ("build the CUDA apt repository stand-in", lambda: build_cuda_repo(tmp, options, env)),
         ("build the wheels", lambda: build_wheels(tmp, env)),
         ("stage the model directory", lambda: stage_model(tmp)),
-        ("copy the router wheels", lambda: copy_router_wheels(tmp, router_wheels) if router_wheels else None),
+        ("copy the huggingface_hub wheels", lambda: copy_wheels(tmp, hub_wheels, "wheels") if hub_wheels else None),
+        ("copy the router wheels", lambda: copy_wheels(tmp, router_wheels, "router-wheels") if router_wheels else None),
         ("check the layout", lambda: check_layout(tmp, options)),
         ("make the mirror world-readable", lambda: make_world_readable(tmp)),
         ("write the manifest", lambda: write_manifest(tmp, digest, options)),
@@ -365,13 +369,16 @@ def parse_args(argv):
                         help="the node's GPU memory ledger inside the containers (where pve-sim shows the GPU kit's)")
     parser.add_argument("--mount-point", default="/srv/llmops-mirror", help="where the containers see OUTDIR")
     parser.add_argument("--router-wheels", metavar="DIR", help="directory of the sglang-router wheels to serve")
+    parser.add_argument("--hub-wheels", metavar="DIR",
+                        help="directory of the huggingface_hub wheels (and its dependencies) to serve beside sglang's")
     args = parser.parse_args(argv)
     if not re.match(r"^[0-9]+\.[0-9]+$", args.cuda_version):
         parser.error(f"--cuda-version must be MAJOR.MINOR like 13.0, got {args.cuda_version!r}")
     if not os.path.isabs(args.mount_point):
         parser.error(f"--mount-point must be absolute, got {args.mount_point!r}")
-    if args.router_wheels and not os.path.isdir(args.router_wheels):
-        parser.error(f"--router-wheels must be a directory, got {args.router_wheels!r}")
+    for option, value in (("--router-wheels", args.router_wheels), ("--hub-wheels", args.hub_wheels)):
+        if value and not os.path.isdir(value):
+            parser.error(f"{option} must be a directory, got {value!r}")
     return args
 
 
@@ -380,9 +387,10 @@ def main(argv=None):
     outdir = os.path.abspath(args.outdir)
     options = {"driver_version": args.driver_version, "cuda_version": args.cuda_version,
                "proc_version_path": args.proc_version_path, "ledger_dir": args.ledger_dir, "mount_point": args.mount_point,
-               "router_wheels": bool(args.router_wheels)}
+               "router_wheels": bool(args.router_wheels), "hub_wheels": bool(args.hub_wheels)}
     try:
-        digest = input_digest(input_files(ROOT, INPUT_PATHS, os.path.abspath(__file__)) + router_wheel_inputs(args.router_wheels),
+        digest = input_digest(input_files(ROOT, INPUT_PATHS, os.path.abspath(__file__))
+                              + wheel_inputs(args.router_wheels, "router-wheels") + wheel_inputs(args.hub_wheels, "wheels"),
                               options)
     except OSError as error:
         print(f"sandbox-mirror: step 'read the inputs' failed: {error}", file=sys.stderr)
@@ -395,7 +403,7 @@ def main(argv=None):
             return 0
         print(f"sandbox-mirror: building {outdir} ({reason})")
         try:
-            build(outdir, options, digest, args.router_wheels)
+            build(outdir, options, digest, args.router_wheels, args.hub_wheels)
         except StepFailed as error:
             print(f"sandbox-mirror: step '{error.step}' failed: {error}\n"
                   f"sandbox-mirror: {outdir} was left as it was; the partial build is in {outdir}.tmp", file=sys.stderr)

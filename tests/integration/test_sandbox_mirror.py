@@ -52,9 +52,17 @@ def deb_file(deb, member):
         return tar.extractfile(member).read().decode()
 
 
+def hub_wheels():
+    """The real huggingface_hub's wheels for the containers (scripts/hub-wheels.sh, downloaded once into .cache)."""
+    result = subprocess.run(["bash", os.path.join(REPO, "scripts", "hub-wheels.sh")], capture_output=True, text=True,
+                            check=True, timeout=300, env=dict(os.environ, VENV=os.path.dirname(os.path.dirname(sys.executable))))
+    return result.stdout.strip()
+
+
 def test_build_the_layout_then_a_second_run_does_nothing(tmp_path, capsys):
     outdir = str(tmp_path / "mirror")
-    argv = [outdir, "--proc-version-path", "/srv/gpu-kit/proc/driver/nvidia/version"]
+    hub = hub_wheels()
+    argv = [outdir, "--proc-version-path", "/srv/gpu-kit/proc/driver/nvidia/version", "--hub-wheels", hub]
     standin_source = os.path.join(REPO, "simulators/standins/sglang_standin")
     source_entries = sorted(os.listdir(standin_source))
     assert mirror.main(argv) == 0
@@ -68,7 +76,8 @@ def test_build_the_layout_then_a_second_run_does_nothing(tmp_path, capsys):
         "wheels/sglang_sim-0.1.0-py3-none-any.whl", "wheels/sglang-0.5.23+standin-py3-none-any.whl",
         "wheels/sglang-0.5.23.post1+standin-py3-none-any.whl",
         "models/Qwen3.6-27B/config.json", "models/Qwen3.6-27B/.cache/huggingface/download/config.json.metadata",
-    }
+    } | {"wheels/" + name for name in os.listdir(hub) if name.endswith(".whl")}
+    assert "wheels/huggingface_hub-2.4.0-py3-none-any.whl" in manifest["files"]
     for relative, entry in manifest["files"].items():
         data = pathlib.Path(outdir, relative).read_bytes()
         assert entry == {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}, relative
@@ -90,7 +99,8 @@ def test_build_the_layout_then_a_second_run_does_nothing(tmp_path, capsys):
     with zipfile.ZipFile(os.path.join(outdir, "wheels/sglang-0.5.23+standin-py3-none-any.whl")) as wheel:
         metadata = wheel.read("sglang-0.5.23+standin.dist-info/METADATA").decode()
         assert "sglang/srt/server_args.py" in wheel.namelist()
-    assert "Requires-Dist: sglang-sim" in metadata
+    # As the real SGLang 0.5.23 through transformers==5.19.0: its `hf` is what the sglang role downloads models with.
+    assert "Requires-Dist: sglang-sim" in metadata and "Requires-Dist: huggingface-hub<3.0,>=1.31.0" in metadata
     check_the_failing_release(os.path.join(outdir, "wheels"), tmp_path)
     metadata_file = pathlib.Path(outdir, "models/Qwen3.6-27B/.cache/huggingface/download/config.json.metadata")
     assert metadata_file.read_text(encoding="utf-8").splitlines()[0] == "0123456789abcdef0123456789abcdef01234567"
@@ -143,6 +153,8 @@ def check_the_failing_release(wheels, tmp_path):
 
     install("sglang==0.5.23")
     assert installed() == ["0.5.23+standin", "0.5.23+standin", "-"], "sglang==0.5.23 must not match 0.5.23.post1 (PEP 440)"
+    hf = subprocess.run([os.path.join(venv, "bin", "hf"), "version"], capture_output=True, text=True, timeout=60, env=env)
+    assert hf.returncode == 0 and "2.4.0" in hf.stdout, hf.stdout + hf.stderr
     install("sglang==0.5.23.post1+standin")
     assert installed() == ["0.5.23.post1+standin", "0.5.23.post1+standin", "oom"]
     # The server of that release dies at start as SGLang does on a GPU too small for it (TP 2 fits the simulated GPUs:
