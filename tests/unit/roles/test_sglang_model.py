@@ -269,7 +269,7 @@ def wait_for_hf(directory, process=None):
     """The PID of the hf downloading into ``directory``, once it runs and has a partial file (bounded)."""
     incomplete = os.path.join(directory, ".cache", "huggingface", "download", "*.incomplete")
     wait_until(lambda: hf_pids(directory) and glob.glob(incomplete) or (process and process.poll() is not None),
-                       timeout=120, what="hf downloading into %s" % directory)
+               timeout=120, what="hf downloading into %s" % directory)
     pids = hf_pids(directory)
     assert pids, "hf ended before it was seen (the run: %s)" % (process.communicate() if process else "-",)
     return pids[0]
