@@ -38,6 +38,11 @@ GITATTRIBUTES = ("*.safetensors filter=lfs diff=lfs merge=lfs -text\n"
                  "tokenizer.json filter=lfs diff=lfs merge=lfs -text\n")
 # The model card's recommended sampling for thinking mode (plugins/module_utils/sampling_presets.py, the same source).
 CARD_SAMPLING = {"temperature": 1.0, "top_p": 0.95, "top_k": 20}
+# The index's metadata.total_size: the bytes of the checkpoint these dimensions make (27,775,889,408 parameters in
+# bf16: the memory plan's estimate from config.json, and the weights the SGLang simulator loads, WEIGHT_BYTES_TOTAL in
+# sglang_sim/memory.py), not the few KiB of the stand-in tensors. SGLang's memory arithmetic and the plan (which takes
+# total_size as the exact weight size) then see the checkpoint the config describes; a test keeps the three equal.
+CHECKPOINT_BYTES = 55551778816
 
 
 def tensor_bytes(name, count):
@@ -131,13 +136,12 @@ def model_files(config_path=DEFAULT_CONFIG):
         "merges.txt": b"#version: 0.2 (stand-in)\n",
     }
     weight_map = {}
-    total = 0
     for index, tensors in enumerate(shard_tensors()):
         files[shard_name(index)] = safetensors_file(tensors)
-        for name, _dtype, _shape, data in tensors:
+        for name, _dtype, _shape, _data in tensors:
             weight_map[name] = shard_name(index)
-            total += len(data)
-    files["model.safetensors.index.json"] = json_bytes({"metadata": {"total_size": total}, "weight_map": weight_map})
+    files["model.safetensors.index.json"] = json_bytes({"metadata": {"total_size": CHECKPOINT_BYTES, "standin": STANDIN_NOTE},
+                                                        "weight_map": weight_map})
     return files
 
 

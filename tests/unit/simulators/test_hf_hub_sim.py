@@ -20,7 +20,9 @@ import urllib.request
 import pytest
 
 from ansible_collections.llmops.serving.tests.support import hf_hub as support
-from ansible_collections.llmops.serving.tests.support.hf_hub import MODEL_COMMIT, MODEL_REPO, repos
+from ansible_collections.llmops.serving.plugins.module_utils import model_config
+from ansible_collections.llmops.serving.tests.support.hf_hub import MODEL_COMMIT, MODEL_REPO, model, repos
+from sglang_sim import memory as sglang_sim_memory
 
 STANDIN_MODEL = os.path.join(support.REPO_ROOT, "simulators", "standins", "models", "Qwen3.6-27B")
 READER, GRANTED = "hf_standin_reader_token", "hf_standin_granted_token"
@@ -110,7 +112,13 @@ def test_the_shards_are_safetensors_and_the_index_names_every_tensor(tmp_path):
             assert entry["data_offsets"][1] - entry["data_offsets"][0] == count
             assert index["weight_map"][name] == shard
         total += data_size
-    assert index["metadata"]["total_size"] == total
+    # The size of the checkpoint the config describes, not of the stand-in tensors (a few KiB each): what the memory
+    # plan and the SGLang simulator count as the weights.
+    assert total < 8 << 20 and index["metadata"]["total_size"] == model.CHECKPOINT_BYTES
+    assert model.CHECKPOINT_BYTES == sglang_sim_memory.WEIGHT_BYTES_TOTAL
+    with open(os.path.join(commit_dir(root), "config.json"), encoding="utf-8") as handle:
+        dims = model_config.parse_model_config(json.load(handle))
+    assert model_config.weight_bytes(dims)["total"] == model.CHECKPOINT_BYTES
     tensors = sum(len(read_safetensors(os.path.join(commit_dir(root), shard))[0]) - 1 for shard in shards)
     assert len(index["weight_map"]) == tensors
 
