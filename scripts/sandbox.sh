@@ -3,12 +3,13 @@
 #
 # up:   the node's stand-ins (GPU kit: two GPUs per container, their nodes in /dev; a stand-in root for the node's files), the site
 #       mirror, an SSH key and the API key, the Proxmox VE simulator with the bridge llmsbx0 (10.213.0.1/24, no route
-#       beyond this machine); then `ansible-playbook -i inventories/example -i inventories/sandbox deploy.yml` (the
+#       beyond this machine), the Hugging Face Hub stand-in on that bridge (simulators/hf_hub: the model the example
+#       downloads with the real `hf`; its request log and fault switches in .build/sandbox/hf-hub); then `ansible-playbook -i inventories/example -i inventories/sandbox deploy.yml` (the
 #       example's configuration, with the overlay of what only the sandbox needs) and the verification summary. The
 #       secrets reach the example's lookups as a user's do, from the environment: PVE_ROOT_PASSWORD (pve-sim's) and
 #       SGLANG_API_KEY (made here).
 #       Rerunning it is a rerun of the deployment (changed=0 when nothing changed).
-# down: the containers, the simulator (and the bridge it made), the kit's /dev/nvidia* nodes and .build/sandbox; nothing else
+# down: the containers, the Hub stand-in, the simulator (and the bridge it made), the kit's /dev/nvidia* nodes and .build/sandbox; nothing else
 #       (the template cache .build/pve-sim-cache is shared with the tests and kept).
 # Extra arguments after `up` go to ansible-playbook (e.g. scripts/sandbox.sh up --tags service).
 # SANDBOX_CONTAINERS=N (default 2, the example's) adds llm-qwen-c, -d, ... to the overlay (scripts/sandbox-inventory.py);
@@ -33,11 +34,34 @@ NODE=pve1
 BRIDGE=llmsbx0=10.213.0.1/24
 DRIVER_VERSION=580.95.05
 UVM_MAJOR=508
+# The Hub stand-in, where the containers reach it (the overlay's sglang_hf_endpoint); LFS files come from its "CDN".
+HUB_DIR="$SANDBOX_DIR/hf-hub"
+HUB_HOST=10.213.0.1
+HUB_PORT=18090
+HUB_CDN_PORT=18091
 EXAMPLE="$REPO_ROOT/inventories/example"
 OVERLAY="$REPO_ROOT/inventories/sandbox"
 
 pve_sim() {
   PYTHONPATH="$REPO_ROOT/simulators/pve_sim${PYTHONPATH:+:$PYTHONPATH}" "$VENV/bin/python" -m pve_sim "$@"
+}
+
+hf_hub_sim() {
+  PYTHONPATH="$REPO_ROOT/simulators/hf_hub${PYTHONPATH:+:$PYTHONPATH}" "$VENV/bin/python" -m hf_hub_sim "$@"
+}
+
+# The containers are unprivileged: their root (host uid 100000) reaches the sandbox's files (the root disks, the
+# mirror) only through directories others may search. pve-sim refuses each start otherwise; say it once, up front.
+check_searchable() {
+  local dir=$1 mode
+  while [ "$dir" != / ]; do
+    if [ -d "$dir" ]; then
+      mode=$(stat -c %a "$dir")
+      (( 8#$mode & 1 )) || die "the sandbox's unprivileged containers cannot reach $SANDBOX_DIR: $dir is not searchable \
+for others (mode $mode); chmod o+x $dir, or use a checkout in another place"
+    fi
+    dir=$(dirname "$dir")
+  done
 }
 
 prepare_node() {
@@ -81,6 +105,50 @@ start_simulator() {
     --bridge "$BRIDGE" --gpu-kit "$SANDBOX_DIR/gpu-kit" --wait 60
 }
 
+# The PID in the Hub stand-in's ready file, when that process is still the stand-in.
+hub_pid() {
+  local pid
+  pid=$("$VENV/bin/python" -c 'import json, sys; print(int(json.load(open(sys.argv[1]))["pid"]))' "$HUB_DIR/ready" 2>/dev/null) ||
+    return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- '-m hf_hub_sim serve' || return 1
+  printf '%s\n' "$pid"
+}
+
+start_hub() {
+  if hub_pid >/dev/null; then
+    log "sandbox: the Hub stand-in already runs ($HUB_DIR)"
+    return
+  fi
+  mkdir -p "$HUB_DIR"
+  hf_hub_sim generate --root "$HUB_DIR/root" >/dev/null
+  [ -e "$HUB_DIR/faults.json" ] || echo '{}' >"$HUB_DIR/faults.json"
+  rm -f "$HUB_DIR/ready"
+  log "sandbox: starting the Hub stand-in on http://$HUB_HOST:$HUB_PORT (its CDN on port $HUB_CDN_PORT)"
+  PYTHONPATH="$REPO_ROOT/simulators/hf_hub${PYTHONPATH:+:$PYTHONPATH}" setsid "$VENV/bin/python" -m hf_hub_sim serve --root "$HUB_DIR/root" --host "$HUB_HOST" --port "$HUB_PORT" \
+    --cdn-port "$HUB_CDN_PORT" --ready-file "$HUB_DIR/ready" --faults "$HUB_DIR/faults.json" \
+    --request-log "$HUB_DIR/requests.jsonl" </dev/null >>"$HUB_DIR/hub.log" 2>&1 &
+  local pid=$! tries
+  # Ready when both listeners accept (it writes the ready file then); a start that fails says why in its log.
+  for tries in $(seq 300); do
+    [ -s "$HUB_DIR/ready" ] && return
+    kill -0 "$pid" 2>/dev/null || die "the Hub stand-in exited: $(tail -n 5 "$HUB_DIR/hub.log")"
+    sleep 0.1
+  done
+  kill "$pid" 2>/dev/null || true
+  die "the Hub stand-in was not ready after $((tries / 10)) s: $(tail -n 5 "$HUB_DIR/hub.log")"
+}
+
+stop_hub() {
+  local pid tries
+  pid=$(hub_pid) || return 0
+  kill "$pid" 2>/dev/null || return 0
+  for tries in $(seq 100); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  kill -9 "$pid" 2>/dev/null || true
+}
+
 print_summary() {
   "$VENV/bin/python" - "$SANDBOX_DIR/reports" <<'PY'
 import json, pathlib, sys
@@ -120,15 +188,19 @@ prepare() {
   "$REPO_ROOT/scripts/venv.sh"
   ensure_template
   mkdir -p "$SANDBOX_DIR"
+  check_searchable "$SANDBOX_DIR"
   "$VENV/bin/python" "$REPO_ROOT/scripts/sandbox-inventory.py" "${SANDBOX_CONTAINERS:-2}" \
     --model-nodes "${SANDBOX_MODEL_NODES:-0}" --inventory "$OVERLAY" >/dev/null
   # The router is the real sglang-router from PyPI (downloaded once on this machine; the containers stay offline).
+  # The same for huggingface_hub, which the stand-in sglang depends on as the real one does: its `hf` downloads the model.
   router_wheels=$("$REPO_ROOT/scripts/router-wheels.sh")
+  hub_wheels=$("$REPO_ROOT/scripts/hub-wheels.sh")
   "$VENV/bin/python" "$REPO_ROOT/scripts/sandbox-mirror.py" "$SANDBOX_DIR/mirror" --driver-version "$DRIVER_VERSION" \
-    --proc-version-path /srv/host-proc-driver-nvidia/version --router-wheels "$router_wheels"
+    --proc-version-path /srv/host-proc-driver-nvidia/version --router-wheels "$router_wheels" --hub-wheels "$hub_wheels"
   prepare_node
   prepare_secrets
   start_simulator
+  start_hub
 }
 
 # ansible-playbook on the example and the overlay, with the secrets in the environment as a user has them.
@@ -156,6 +228,7 @@ down() {
       lxc-destroy -P "$PVE_STATE/lxc" -n "$name" >/dev/null 2>&1 || true
     done
   fi
+  stop_hub
   if [ -d "$PVE_STATE" ]; then
     pve_sim stop --state-dir "$PVE_STATE" || true
   fi

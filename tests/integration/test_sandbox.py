@@ -23,11 +23,13 @@ Needs root, lxc, debootstrap/zstd (the container template is built once into .bu
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -38,7 +40,7 @@ import urllib.request
 import pytest
 
 from ansible_collections.llmops.serving.tests.integration.pve_sim_support import REPO, PveSim, sim_command, wait_task
-from ansible_collections.llmops.serving.tests.support.ansible_run import ansible_module, ansible_playbook
+from ansible_collections.llmops.serving.tests.support.ansible_run import ansible_module, ansible_playbook, inventory_args, program, run_env
 from ansible_collections.llmops.serving.tests.support.promtool import check_metrics
 from ansible_collections.llmops.serving.tests.support.sandbox_inventory import INVENTORY, OVERLAY, SANDBOX, ansible_environment
 from ansible_collections.llmops.serving.tests.support.sglang_request_log import received_sampling
@@ -55,6 +57,13 @@ HOSTS = {"llm-qwen-a": {"vmid": 201, "instance": "qwen36", "port": 30000, "gpus"
 MODEL_NODES = {"llm-qwen-c": {"vmid": 203, "instance": "qwen36-mn", "port": 30100},
                "llm-qwen-d": {"vmid": 204, "instance": "qwen36-mn", "port": 30100}}
 CONTAINERS = dict(HOSTS, **MODEL_NODES)
+# Their addresses on the bridge (inventories/sandbox, scripts/sandbox-inventory.py): the Hub stand-in logs each
+# request's client.
+ADDRESSES = {"llm-qwen-a": "10.213.0.11", "llm-qwen-b": "10.213.0.12", "llm-qwen-c": "10.213.0.13", "llm-qwen-d": "10.213.0.14"}
+# The Hub stand-in scripts/sandbox.sh runs (its root, request log and fault switches) and where the example downloads.
+HUB = SANDBOX / "hf-hub"
+MODEL_REPO = "Qwen/Qwen3.6-27B"
+MODEL_DIR = "/models/Qwen3.6-27B"
 # What the inventory gives the server, plus the simulator's fault: the deploy of a change that cannot start.
 SANDBOX_ENVIRONMENT = {"SGLANG_SIM_STARTUP_SECONDS": "2", "SGLANG_LOG_MS": "1", "SGLANG_SIM_ITERATION_MS": "5"}
 
@@ -183,6 +192,48 @@ def router_request(path, body=None):
             return response.status, json.loads(response.read() or b"null")
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read() or b"null")
+
+
+def hub_model():
+    """(commit, {path: sha256}) of what the Hub stand-in serves as the example's model at main."""
+    repo = HUB / "root" / MODEL_REPO
+    commit = json.loads((repo / "repo.json").read_text())["refs"]["main"]
+    files = repo / "commits" / commit
+    return commit, {str(path.relative_to(files)): hashlib.sha256(path.read_bytes()).hexdigest()
+                    for path in files.rglob("*") if path.is_file()}
+
+
+def hub_requests():
+    return [json.loads(line) for line in (HUB / "requests.jsonl").read_text().splitlines() if line.strip()]
+
+
+def fetched(requests, host):
+    """The files whose body the hub or its CDN sent to the host (GET), in order."""
+    return [entry["file"] for entry in requests
+            if entry["method"] == "GET" and "file" in entry and entry["client"] == ADDRESSES[host]]
+
+
+def model_hashes(host, names):
+    """{path: sha256} of the model's files in the host's model directory."""
+    listed = inside(host, "sha256sum", "--", *("%s/%s" % (MODEL_DIR, name) for name in names))
+    return dict((line.split("  ", 1)[1][len(MODEL_DIR) + 1:], line.split("  ", 1)[0]) for line in listed.splitlines())
+
+
+def test_each_container_downloaded_the_examples_model_from_the_hub_with_the_real_hf(sandbox):
+    # The example downloads its model (sglang_model_download); the sandbox's only change is where the Hub is.
+    commit, files = hub_model()
+    requests = hub_requests()
+    for host in HOSTS:
+        # Every file of the revision, each sent once to this container, without a token (the model is public).
+        assert sorted(fetched(requests, host)) == sorted(files), host
+        assert {entry["auth"] for entry in requests if entry["client"] == ADDRESSES[host]} == {"none"}
+        assert model_hashes(host, sorted(files)) == files, host
+        # The real client's download log, and the commit the branch resolved to in the deployment.
+        assert MODEL_DIR in inside(host, "tail", "-c", "4096", "/var/log/llmops-serving/model-download.log")
+        assert record(host)["inputs"]["model_revision"] == commit
+    # The weights came from the CDN the hub redirects LFS files to, as the Hub does.
+    shards = [entry for entry in requests if entry.get("file", "").endswith(".safetensors") and entry["method"] == "GET"]
+    assert shards and {entry["listener"] for entry in shards} == {"cdn"}
 
 
 def served_requests(host):
@@ -661,6 +712,14 @@ def test_a_change_for_one_container_cuts_over_only_that_one(sandbox):
     # is an inventory variable of b alone (an inventory file beside hosts.yml, removed afterwards).
     before = dict((host, unit_state(host)) for host in HOSTS)
     deployments = dict((host, record(host)["deployment_id"]) for host in HOSTS)
+    # A shard of b's model damaged in place (same size, same time of day: only its hash tells): the cutover's model
+    # check finds it, removes it and hf fetches that file again, nothing else.
+    _commit, files = hub_model()
+    shard = "model-00002-of-00004.safetensors"
+    inside("llm-qwen-b", "dd", "if=/dev/zero", "of=%s/%s" % (MODEL_DIR, shard), "bs=1", "seek=4096", "count=16",
+           "conv=notrunc", "status=none")
+    assert model_hashes("llm-qwen-b", [shard])[shard] != files[shard]
+    requests_before = len(hub_requests())
     change = OVERLAY / "sandbox-test-change.yml"
     change.write_text("---\nall:\n  hosts:\n    llm-qwen-b:\n      sglang_service_max_running_requests: 3\n")
     try:
@@ -668,6 +727,9 @@ def test_a_change_for_one_container_cuts_over_only_that_one(sandbox):
     finally:
         change.unlink()
     assert run.rc == 0, run.summary()
+    requests = hub_requests()[requests_before:]
+    assert fetched(requests, "llm-qwen-b") == [shard] and fetched(requests, "llm-qwen-a") == []
+    assert model_hashes("llm-qwen-b", sorted(files)) == files
     plan = json.loads((REPORTS / "rollout-plan.json").read_text())
     assert plan["llm-qwen-b"]["cutover"] and plan["llm-qwen-b"]["reasons"] == ["options_sglang_service: changed"], plan
     assert not plan["llm-qwen-a"]["cutover"], plan
@@ -684,6 +746,41 @@ def server_argv(host):
     return inside(host, "cat", "/proc/%s/cmdline" % pid).split("\0")
 
 
+def hf_running(host):
+    """PIDs of the hf downloads running in the host (the interpreter running hf, not timeout around it)."""
+    found = pct(CONTAINERS[host]["vmid"], "pgrep", "-f", "python[0-9.]* [^ ]*/bin/hf download")
+    return found.stdout.split() if found.returncode == 0 else []
+
+
+def interrupt_the_download(host):
+    """Run deploy.yml with the hub at its slowest (4 KiB/s per transfer: a shard takes minutes), Ctrl-C it once hf
+    has begun a file in the host's model directory (the signal goes to ansible-playbook's process group, as a
+    terminal's does). The hub stays slow. The files already whole then (hf wrote their .metadata) and the PIDs of the
+    hf still running there."""
+    faults = HUB / "faults.json"
+    faults.write_text(json.dumps({"bytes_per_second": 4096}))
+    argv = [program("ansible-playbook")] + inventory_args(INVENTORY) + ["deploy.yml"]
+    process = subprocess.Popen(argv, cwd=str(REPO), env=run_env(ansible_environment(None)),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    download = MODEL_DIR + "/.cache/huggingface/download"
+    try:
+        def started():
+            if process.poll() is not None:
+                pytest.fail("deploy.yml ended (rc %s) before hf ran in %s" % (process.returncode, host))
+            listed = pct(CONTAINERS[host]["vmid"], "sh", "-c", "ls %s 2>/dev/null | grep -c incomplete" % download)
+            return hf_running(host) and listed.stdout.strip() not in ("", "0")
+        wait_until(started, timeout=900, what="hf downloading into %s" % host)
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=60)
+    listed = pct(CONTAINERS[host]["vmid"], "find", download, "-name", "*.metadata", "-printf", "%P\n")
+    whole = [line[:-len(".metadata")] for line in listed.stdout.split()]
+    return {"whole": whole, "leftover": hf_running(host)}
+
+
 def test_a_model_across_two_containers_runs_one_deployment_and_names_a_stopped_node(sandbox):
     # After the other tests: two more containers run ONE model (TP 4, two ranks each), node rank 0 behind the router.
     # As `make sandbox SANDBOX_MODEL_NODES=2` prepares it: the inventory's two more containers and the GPU kit's four more GPUs.
@@ -692,8 +789,30 @@ def test_a_model_across_two_containers_runs_one_deployment_and_names_a_stopped_n
                           env=dict(os.environ, SANDBOX_MODEL_NODES="2", PATH=str(VENV_BIN) + os.pathsep + os.environ["PATH"]))
     assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
     assert len(kit_gpus()) == 8
-    run = playbook("deploy.yml", timeout=1500)
+    # The first deploy of the new containers is interrupted as an operator does (Ctrl-C) while hf downloads the model
+    # into llm-qwen-c, slowly: the hf in the container goes on writing; the next run stops it,
+    # removes its partial files and downloads only the files that are not already whole.
+    interrupted = interrupt_the_download("llm-qwen-c")
+    assert interrupted["leftover"], "the interrupted run's hf must still run in llm-qwen-c for this test"
+    requests_before = len(hub_requests())
+    # The hub stays slow until the next run has stopped that hf (else it could finish first), then gets its speed back.
+    finished = {}
+    rerun = threading.Thread(target=lambda: finished.update(run=playbook("deploy.yml", timeout=1500)))
+    rerun.start()
+    try:
+        wait_until(lambda: not set(interrupted["leftover"]) & set(hf_running("llm-qwen-c")) or not rerun.is_alive(),
+                   timeout=900, what="the next run to stop the hf that the interrupted run left in llm-qwen-c")
+    finally:
+        (HUB / "faults.json").write_text("{}")
+        rerun.join(timeout=1600)
+    run = finished["run"]
     assert run.rc == 0, run.summary()
+    stopped = run.task_results("Stop a download that an interrupted run left running", "llm-qwen-c")
+    assert stopped and stopped[0]["changed"] and stopped[0]["stdout"].startswith("Stopped the hf download"), stopped
+    _commit, files = hub_model()
+    again = fetched(hub_requests()[requests_before:], "llm-qwen-c")
+    assert not set(again) & set(interrupted["whole"]), (again, interrupted["whole"])
+    assert model_hashes("llm-qwen-c", sorted(files)) == files
     assert {"llm-qwen-c", "llm-qwen-d"} <= set(rolled_out(run))
     # One deployment ID on both nodes, each verified in its own part: rank 0 the model, rank 1 its dummy health check.
     rank_0, rank_1 = summary("llm-qwen-c"), summary("llm-qwen-d")

@@ -32,7 +32,8 @@ OVERLAY = {
     "sglang_router_environment": ADDRESS,             # HF_ENDPOINT: no hub to reach from the sandbox
     "pve_container_ca_path": PATH,                    # pve-sim's certificate
     "pve_container_ssh_public_key_files": PATH,       # the sandbox's key
-    "pve_container_extra_config": PATH,               # the mirror's model directory and the mirror
+    "pve_container_extra_config": PATH,               # the mirror
+    "sglang_hf_endpoint": ADDRESS,                    # the Hub stand-in on the bridge
     "pve_container_gpu_config_dir": PATH,             # pve-sim's /etc/pve/lxc
     "pve_container_gpu_lock_dir": PATH,
     "cuda_toolkit_repo_url": PATH,                    # the site mirror
@@ -135,9 +136,18 @@ def test_a_mapping_the_example_sets_keeps_the_examples_entries_in_the_overlay():
     assert {key: environment.get(key) for key in example["sglang_service_environment"]} == \
         example["sglang_service_environment"]
     assert all(key.startswith("SGLANG_SIM_") for key in set(environment) - set(example["sglang_service_environment"]))
-    # The model directory is the example's, from the mirror; the mirror is an extra mount.
-    assert example["pve_container_extra_config"]["mp0"].split(",", 1)[1] == \
-        overlay["pve_container_extra_config"]["mp0"].split(",", 1)[1]
+    # The example's own mount points stay as they are (the mirror is one more).
+    for key, value in (example.get("pve_container_extra_config") or {}).items():
+        assert overlay["pve_container_extra_config"][key] == value, key
+
+
+def test_the_sandbox_downloads_the_examples_model_from_its_hub_stand_in():
+    example, overlay = variables("example"), variables("sandbox")
+    assert example["sglang_model_download"] is True and example["sglang_model_repo"] == "Qwen/Qwen3.6-27B"
+    assert not any(name.startswith("sglang_model") for name in overlay)
+    script = (REPO / "scripts" / "sandbox.sh").read_text()
+    host, port = overlay["sglang_hf_endpoint"].removeprefix("http://").split(":")
+    assert "HUB_HOST=%s\n" % host in script and "HUB_PORT=%s\n" % port in script
 
 
 def test_the_secrets_come_from_the_environment_as_in_the_example():
