@@ -71,7 +71,9 @@ def test_tarball_members_are_the_collection_only(installed):
     with tarfile.open(tarball) as tar:
         license_text = tar.extractfile("LICENSE").read().decode()
     assert "GNU GENERAL PUBLIC LICENSE" in license_text and "Version 3, 29 June 2007" in license_text
-    tracked = run(["git", "ls-files"]).stdout.split()
+    # Files deleted in the working tree are not part of it (make release consumes the changelog fragments before the
+    # release is committed).
+    tracked = set(run(["git", "ls-files"]).stdout.split()) - set(run(["git", "ls-files", "--deleted"]).stdout.split())
     if tracked:  # a checkout (not an unpacked release)
         missing = sorted(path for path in tracked if path.startswith(SHIPPED_PATHS) and path not in names
                          and not path.startswith("docs/docsite/rst"))
