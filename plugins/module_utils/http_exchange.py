@@ -9,12 +9,28 @@ anything that is not an answer - refused, reset, timed out, a TLS failure, a bod
 the caller allows - raises ExchangeError with the reason. Redirects are never followed (a server that redirects is
 not the one asked), no proxy is used unless asked, and the API key goes only into the Authorization header.
 request() also returns the answer's headers (hf_hub reads the Hub's X-Error-Code and Link pagination from them).
+
+``timeout`` is the deadline of the whole exchange - connect, TLS, status line, headers and the whole body - not of
+each socket operation: a peer that trickles its answer a byte at a time, or never ends a chunked body, cannot keep a
+call more than about a second past it; the call then raises ExchangeError ("timed out: no whole answer within 2.0 s
+(...)", saying how far the answer got). In the main thread (a module's process) a SIGALRM timer (signal.setitimer)
+interrupts whatever blocks, and the previous SIGALRM handler is put back afterwards. Where that timer cannot be used -
+not the main thread, a SIGALRM timer already armed by someone else (left alone), a handler installed outside Python,
+no setitimer - each read of the body gets a socket timeout of what is left and takes what has arrived (read1), so the
+body is still bounded, but a peer that trickles its status line and headers is then not (each of its bytes comes
+well within the per-operation timeout). Every socket timeout is at most what is left of the deadline. Name resolution is the system resolver's and
+is not interrupted: a slow resolver can hold a call past the deadline (the call still fails then).
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import http.client
 import json
+import signal
+import threading
+import time
 
 from urllib.error import HTTPError
 
@@ -32,19 +48,120 @@ class ExchangeError(Exception):
         self.reason = reason
 
 
-def _read_bounded(response, max_bytes):
+class _DeadlinePassed(BaseException):
+    """Raised by the SIGALRM handler inside whatever blocks; a BaseException so that no ``except Exception`` on the
+    way (urllib, http.client, ansible's urls) turns it into something else. request() turns it into ExchangeError."""
+
+
+class _Clock:
+    """The deadline of one exchange and how far the answer got (for the reason)."""
+
+    def __init__(self, timeout):
+        self.timeout = timeout
+        self.end = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
+        self.body_bytes = None  # None until the status line and headers are in
+
+    def remaining(self):
+        """Seconds left (None: no deadline); 0 once it has passed."""
+        return None if self.end is None else max(0.0, self.end - time.monotonic())
+
+    def passed(self):
+        return self.end is not None and time.monotonic() >= self.end
+
+    def error(self):
+        if self.body_bytes is None:
+            where = "no status line and headers yet"
+        else:
+            where = "the peer was still sending, %d bytes of the body so far" % self.body_bytes
+        return ExchangeError("timed out: no whole answer within %.1f s (%s)" % (float(self.timeout), where))
+
+    def socket_timeout(self):
+        """What is left, for a socket timeout; ExchangeError when nothing is."""
+        left = self.remaining()
+        if left is not None and left <= 0:
+            raise self.error()
+        return left
+
+
+def _alarm_usable():
+    """Whether a SIGALRM timer may bound the exchange: the main thread, setitimer present, no timer armed by someone
+    else (it is left alone) and a previous handler that can be put back (None: installed outside Python)."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        return False
+    return signal.getitimer(signal.ITIMER_REAL)[0] == 0 and signal.getsignal(signal.SIGALRM) is not None
+
+
+@contextlib.contextmanager
+def _alarm(clock):
+    """A SIGALRM timer that raises _DeadlinePassed at ``clock``'s deadline where it can be used (see the module's
+    docstring); the previous handler is restored and the timer disarmed however the block ends."""
+    if clock.end is None or not _alarm_usable():
+        yield
+        return
+    armed = [True]
+
+    def on_alarm(signum, frame):
+        del signum, frame
+        if armed[0]:
+            armed[0] = False
+            raise _DeadlinePassed()
+
+    try:
+        previous = signal.signal(signal.SIGALRM, on_alarm)
+    except (ValueError, OSError):  # not the main thread after all
+        previous = None
+    if previous is None:
+        yield
+        return
+    try:
+        # setitimer(0) would disarm: a deadline already passed fires at once instead.
+        signal.setitimer(signal.ITIMER_REAL, max(clock.remaining(), 0.001))
+        yield
+    finally:
+        armed[0] = False  # a SIGALRM from here on does nothing
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _socket_of(response):
+    """The socket under an HTTPResponse (an HTTPError hands over its ``fp``, the response), or None."""
+    for _hop in range(4):
+        if isinstance(response, http.client.HTTPResponse):
+            raw = getattr(getattr(response, "fp", None), "raw", None)
+            return getattr(raw, "_sock", None)
+        response = getattr(response, "fp", None)
+        if response is None:
+            return None
+    return None
+
+
+def _read_bounded(response, max_bytes, clock):
     """The whole body, at most ``max_bytes``; a body that ends before its Content-Length is an error, as read() says.
 
-    read(amt) of http.client returns what arrived when the connection closes early, so the bytes still owed are
+    Each read takes what has arrived (read1: read(n) waits for n bytes) with a socket timeout of what is left of
+    ``clock``, so a body that trickles or never ends fails at the deadline even without the SIGALRM timer.
+    read1/read of http.client return what arrived when the connection closes early, so the bytes still owed are
     checked (``length`` of the HTTPResponse; an HTTPError hands attribute reads to its response)."""
     chunks = []
     total = 0
+    clock.body_bytes = 0
+    sock = _socket_of(response)
+    read = getattr(response, "read1", None) or response.read
     while True:
-        chunk = response.read(min(65536, max_bytes + 1 - total))
+        left = clock.socket_timeout()
+        if sock is not None and left is not None:
+            sock.settimeout(max(left, 0.001))
+        try:
+            chunk = read(min(65536, max_bytes + 1 - total))
+        except OSError:
+            if clock.passed():
+                raise clock.error() from None
+            raise
         if not chunk:
             break
         chunks.append(chunk)
         total += len(chunk)
+        clock.body_bytes = total
         if total > max_bytes:
             raise ExchangeError("the answer is larger than %d bytes" % max_bytes)
     owed = getattr(response, "length", None)
@@ -60,7 +177,8 @@ def request(url, method="GET", body=None, api_key=None, accept="application/json
             validate_certs=True, use_proxy=False, max_body_bytes=DEFAULT_MAX_BODY_BYTES, ca_path=None,
             use_netrc=True):
     """The Answer (status, headers with lower-case names, body text) of one request to ``url``; ``body``
-    (JSON-able) is sent as JSON. ``use_netrc=False`` keeps credentials from ~/.netrc out of the request."""
+    (JSON-able) is sent as JSON. ``use_netrc=False`` keeps credentials from ~/.netrc out of the request.
+    ``timeout`` (seconds) bounds the whole exchange, body included (see the module's docstring)."""
     headers = {"Accept": accept}
     data = None
     if body is not None:
@@ -68,29 +186,56 @@ def request(url, method="GET", body=None, api_key=None, accept="application/json
         headers["Content-Type"] = "application/json"
     if api_key:
         headers["Authorization"] = "Bearer %s" % api_key
+    clock = _Clock(timeout)
     try:
-        response = open_url(url, data=data, headers=headers, method=method, timeout=timeout,
+        with _alarm(clock):
+            status, answer_headers, raw = _exchange(clock, url, data, headers, method, validate_certs, use_proxy,
+                                                    ca_path, use_netrc, max_body_bytes)
+    except _DeadlinePassed:
+        raise clock.error() from None
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw or "")
+    lowered = dict((name.lower(), value) for name, value in (answer_headers.items() if answer_headers else ()))
+    return Answer(status, lowered, text)
+
+
+def _close(response):
+    """Close an answer (its connection with it: a peer still sending is not read further); errors do not matter."""
+    try:
+        response.close()
+    except Exception:  # pylint: disable=broad-except
+        pass
+
+
+def _exchange(clock, url, data, headers, method, validate_certs, use_proxy, ca_path, use_netrc, max_body_bytes):
+    """(status, headers, body bytes) of the request, inside request()'s deadline."""
+    try:
+        response = open_url(url, data=data, headers=headers, method=method, timeout=clock.socket_timeout(),
                             validate_certs=validate_certs, use_proxy=use_proxy, follow_redirects="none",
                             ca_path=ca_path, use_netrc=use_netrc)
-        status, raw = response.getcode(), _read_bounded(response, max_body_bytes)
-        answer_headers = response.headers
+        try:
+            answer_headers = response.headers
+            status, raw = response.getcode(), _read_bounded(response, max_body_bytes, clock)
+        finally:
+            _close(response)
     except HTTPError as exc:
         status = exc.code
         answer_headers = exc.headers
         try:
-            raw = _read_bounded(exc, max_body_bytes) or b""
+            raw = _read_bounded(exc, max_body_bytes, clock) or b""
         except ExchangeError:
             raise
         except Exception:  # pylint: disable=broad-except
             raw = b""
+        finally:
+            _close(exc)
     except ExchangeError:
         raise
     except Exception as exc:  # pylint: disable=broad-except
         # URLError, a timeout, a reset connection, a body cut short, or open_url's ConnectionError/SSLValidationError.
+        if clock.passed():
+            raise clock.error() from None
         raise ExchangeError(str(getattr(exc, "reason", None) or exc) or exc.__class__.__name__) from None
-    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw or "")
-    lowered = dict((name.lower(), value) for name, value in (answer_headers.items() if answer_headers else ()))
-    return Answer(status, lowered, text)
+    return status, answer_headers, raw
 
 
 def exchange(url, method="GET", body=None, api_key=None, accept="application/json", timeout=10.0,

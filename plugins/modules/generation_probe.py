@@ -75,7 +75,9 @@ options:
     type: int
     default: 512
   timeout:
-    description: Seconds to wait for each response.
+    description:
+      - Seconds that each request may take in all - connecting, the status line, the headers and the whole body; a
+        server that sends its answer slowly or never ends it fails the request at this deadline.
     type: int
     default: 120
   validate_certs:

@@ -27,7 +27,8 @@ description:
   - A connection error, a timeout, a 5xx, 408 or 429 answer is retried until O(timeout) (a busy server may answer
     slowly); then the module fails naming the URL and the last error. Any other answer but 200 fails at once.
   - There is no fixed sleep; every request has its own timeout (at most 10 s, at most what is left of O(timeout), at
-    least 1 s), so the run ends at most about 1 s after O(timeout).
+    least 1 s) that bounds the whole request, body included, so the run ends at most about 1 s after O(timeout) even
+    when a server sends its answer a byte at a time.
 extends_documentation_fragment:
   - llmops.serving.attributes
   - llmops.serving.attributes.read_only

@@ -3,13 +3,16 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """http_exchange against a real HTTP server on loopback: every status is an answer with its body; a redirect is not
-followed; the key goes only into the Authorization header; refused, cut-short and oversized answers are errors."""
+followed; the key goes only into the Authorization header; refused, cut-short and oversized answers are errors; a
+peer that trickles its answer, never ends it or never answers cannot keep a call much past its timeout."""
 
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -102,3 +105,152 @@ def test_an_error_status_cut_short_is_an_error_too(server):
     # The length check reads through the HTTPError to its response.
     with pytest.raises(http_exchange.ExchangeError, match="short of its Content-Length"):
         http_exchange.exchange(server + "/cut-404", timeout=5)
+
+
+# A hostile peer: raw sockets on loopback. It accepts one connection, reads the request, then sends ``first`` at once
+# and then one byte of ``trickle`` (cycled) every 0.2 s - at most TRICKLE_STEPS bytes, so that even a call that is
+# never interrupted (the old code) ends and the thread with it. Pacing only: no test relies on the sleeps' lengths.
+TRICKLE_STEPS = 50
+TIMEOUT = 1.0
+SLACK = 1.5  # a loaded machine; the deadline itself is about a second past TIMEOUT at worst
+
+
+class Peer:
+    def __init__(self, first=b"", trickle=b""):
+        self.first, self.trickle = first, trickle
+        self.stop = threading.Event()
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(4)
+        self.listener.settimeout(10)
+        self.url = "http://127.0.0.1:%d/slow" % self.listener.getsockname()[1]
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        try:
+            conn, _address = self.listener.accept()
+        except OSError:
+            return
+        with conn:
+            conn.settimeout(5)
+            try:
+                request = b""
+                while b"\r\n\r\n" not in request and len(request) < 65536:
+                    data = conn.recv(4096)
+                    if not data:
+                        return
+                    request += data
+                conn.sendall(self.first)
+                for step in range(TRICKLE_STEPS if self.trickle else 0):
+                    if self.stop.wait(0.2):
+                        return
+                    conn.sendall(self.trickle[step % len(self.trickle):][:1])
+                self.stop.wait(TRICKLE_STEPS * 0.2)  # accepted and silent (bounded)
+            except OSError:  # the client gave up and closed: done
+                return
+
+    def close(self):
+        self.stop.set()
+        self.listener.close()
+        self.thread.join(timeout=10)
+        assert not self.thread.is_alive()
+
+
+@pytest.fixture
+def peers():
+    started = []
+
+    def start(first=b"", trickle=b""):
+        started.append(Peer(first, trickle))
+        return started[-1].url
+
+    yield start
+    for peer in started:
+        peer.close()
+
+
+HEADERS_THEN_SLOW_BODY = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1000000\r\n\r\n", b"x")
+HOSTILE = {
+    "status line and headers a byte at a time": (b"", b"HTTP/1.1 200 OK\r\nX-Slow: yes\r\n"),
+    "headers at once, then the body a byte at a time": HEADERS_THEN_SLOW_BODY,
+    "a chunked body that never ends": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", b"1\r\nx\r\n"),
+    "an error status whose body trickles": (b"HTTP/1.1 503 Busy\r\nContent-Length: 1000000\r\n\r\n", b"x"),
+    "accepted and never answered": (b"", b""),
+}
+
+
+def timed_failure(url, timeout=TIMEOUT):
+    started = time.monotonic()
+    with pytest.raises(http_exchange.ExchangeError) as caught:
+        http_exchange.request(url, timeout=timeout)
+    return time.monotonic() - started, caught.value.reason
+
+
+@pytest.mark.parametrize("first, trickle", list(HOSTILE.values()), ids=list(HOSTILE))
+def test_no_peer_keeps_a_call_much_past_its_timeout(peers, first, trickle):
+    elapsed, reason = timed_failure(peers(first, trickle))
+    assert elapsed < TIMEOUT + SLACK, (elapsed, reason)
+    if trickle:
+        assert reason.startswith("timed out: no whole answer within 1.0 s ("), reason
+
+
+def test_the_reason_says_how_far_the_answer_got(peers):
+    _elapsed, reason = timed_failure(peers(*HOSTILE["status line and headers a byte at a time"]))
+    assert reason == "timed out: no whole answer within 1.0 s (no status line and headers yet)"
+    _elapsed, reason = timed_failure(peers(*HEADERS_THEN_SLOW_BODY))
+    assert reason.startswith("timed out: no whole answer within 1.0 s (the peer was still sending, ")
+    assert "bytes of the body so far)" in reason
+
+
+def test_the_previous_sigalrm_handler_is_back_and_no_timer_is_left_armed(server, peers):
+    def mine(signum, frame):
+        del signum, frame
+
+    before = signal.signal(signal.SIGALRM, mine)
+    try:
+        assert http_exchange.exchange(server + "/ok", timeout=5) == (200, '{"ok": true}')
+        assert signal.getsignal(signal.SIGALRM) is mine and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+        elapsed, _reason = timed_failure(peers(*HEADERS_THEN_SLOW_BODY))
+        assert elapsed < TIMEOUT + SLACK
+        assert signal.getsignal(signal.SIGALRM) is mine and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    finally:
+        signal.signal(signal.SIGALRM, before)
+
+
+def test_a_timer_armed_by_someone_else_is_left_alone_and_the_body_is_still_bounded(server, peers):
+    fired = []
+    before = signal.signal(signal.SIGALRM, lambda signum, frame: fired.append(signum))
+    signal.setitimer(signal.ITIMER_REAL, 600)
+    try:
+        assert http_exchange.exchange(server + "/ok", timeout=5) == (200, '{"ok": true}')
+        elapsed, _reason = timed_failure(peers(*HEADERS_THEN_SLOW_BODY))
+        assert elapsed < TIMEOUT + SLACK
+        chunked = HOSTILE["a chunked body that never ends"]
+        elapsed, _reason = timed_failure(peers(*chunked))
+        assert elapsed < TIMEOUT + SLACK
+        left, interval = signal.getitimer(signal.ITIMER_REAL)
+        assert 500 < left <= 600 and interval == 0 and not fired
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+
+
+def test_outside_the_main_thread_the_body_is_still_bounded(server, peers):
+    results = []
+
+    def call(url):
+        try:
+            results.append(timed_failure(url))
+        except BaseException as exc:  # pylint: disable=broad-except  # reported by the assertion below
+            results.append(exc)
+
+    slow = ("headers at once, then the body a byte at a time", "a chunked body that never ends", "an error status whose body trickles")
+    for url in [peers(*HOSTILE[name]) for name in slow]:
+        worker = threading.Thread(target=call, args=(url,), daemon=True)
+        worker.start()
+        worker.join(timeout=TIMEOUT + TRICKLE_STEPS * 0.2 + 5)
+        assert not worker.is_alive()
+    assert len(results) == 3 and all(isinstance(result, tuple) and result[0] < TIMEOUT + SLACK for result in results), results
+    status, _text = http_exchange.exchange(server + "/ok", timeout=5)
+    assert status == 200
