@@ -21,6 +21,9 @@ description:
   - Archives the files of every recorded deployment under the instance's state directory, so an earlier
     deployment can be restored exactly (the archive keeps environment files with mode 0600).
   - Reports C(changed) exactly when the deployment ID differs from the recorded one (or the record is missing).
+  - With O(unit), also says whether that unit's running invocation serves this deployment (RV(restart_needed)): the
+    restart then follows from what runs, so a run killed after recording and before restarting the unit (a notified
+    handler dies with its run) is completed by the next run, whose record is already unchanged.
 options:
   instance:
     description: Name of the server instance (one container can host several); no slashes, not starting with a dot.
@@ -58,6 +61,14 @@ options:
     description: How many archived deployments to keep per instance. The current and the previous one are always kept.
     type: int
     default: 5
+  unit:
+    description:
+      - The systemd unit that runs this instance (for example C(sglang-qwen36.service)). When given, the module reads
+        its state with C(systemctl show) and the C(LLMOPS_DEPLOYMENT_ID) of its main process (the only variable read
+        from that process's environment), returns them as RV(running), and sets RV(restart_needed).
+      - Read-only, in check mode too; omitted, nothing about the unit is read.
+    type: str
+    version_added: 0.2.0
   lock_timeout:
     description:
       - How many seconds to wait for another run that records or restores a deployment of the same instance (they
@@ -146,6 +157,40 @@ env_file:
   returned: always
   type: str
   sample: /etc/llmops-serving/qwen36/deployment.env
+running:
+  description:
+    - What the unit of O(unit) runs, read before anything restarts it. Null without O(unit).
+  returned: always
+  type: dict
+  contains:
+    active_state:
+      description: systemd's ActiveState.
+      type: str
+      sample: active
+    sub_state:
+      description: systemd's SubState.
+      type: str
+      sample: running
+    main_pid:
+      description: The main process (0 when none runs).
+      type: int
+      sample: 4711
+    invocation_id:
+      description: The running invocation's ID (empty when the unit never started).
+      type: str
+      sample: 6f1c3e0b9a8d4c2e8f7a6b5c4d3e2f10
+    deployment_id:
+      description: C(LLMOPS_DEPLOYMENT_ID) of the main process; null when no process runs or it has none.
+      type: str
+      sample: 9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b
+restart_needed:
+  description:
+    - True when the unit of O(unit) has a running main process that does not carry this deployment's ID (another
+      deployment's, or none): it must restart to serve what was recorded. False when it already serves it, when it
+      runs no process (starting it is enough), and without O(unit).
+  returned: always
+  type: bool
+  sample: true
 pruned:
   description:
     - IDs of the archived deployments this run removed because they were older than the O(keep) newest; the current
@@ -172,6 +217,8 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils import deployment_state
+from ansible_collections.llmops.serving.plugins.module_utils import procfs
+from ansible_collections.llmops.serving.plugins.module_utils import systemd_show
 from ansible_collections.llmops.serving.plugins.module_utils.atomic_file import atomic_write, read_bytes
 from ansible_collections.llmops.serving.plugins.module_utils.deployment_archive import archives_to_prune
 from ansible_collections.llmops.serving.plugins.module_utils.deployment_id import compute_deployment_id
@@ -225,6 +272,26 @@ def _prune(archive_root, keep, protected):
     return removed
 
 
+# Unit states in which a main process runs the server (or is starting it): restarting is what replaces it.
+_RUNNING_STATES = ("active", "activating", "reloading", "deactivating")
+
+
+def running_deployment(module, unit):
+    """What the unit runs: systemd's state, its main process and that process's deployment ID."""
+    try:
+        facts = systemd_show.show_unit(module.run_command, systemd_show.unit_name(unit))
+    except systemd_show.SystemdError as exc:
+        module.fail_json(msg="cannot tell what %s runs: %s" % (unit, exc))
+    main_pid = facts["main_pid"]
+    running = facts["active_state"] in _RUNNING_STATES and main_pid > 0
+    try:
+        deployment_id = procfs.read_deployment_id(main_pid) if running else None
+    except OSError as exc:
+        module.fail_json(msg="cannot read the deployment of %s's main process %d: %s" % (unit, main_pid, exc.strerror or exc))
+    return dict(active_state=facts["active_state"], sub_state=facts["sub_state"], main_pid=main_pid if running else 0,
+                invocation_id=facts["invocation_id"], deployment_id=deployment_id)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -235,6 +302,7 @@ def main():
             state_dir=dict(type="path", default=DEFAULT_STATE_DIR),
             env_file=dict(type="path"),
             keep=dict(type="int", default=5),
+            unit=dict(type="str"),
             lock_timeout=dict(type="int", default=deployment_state.DEFAULT_LOCK_TIMEOUT),
         ),
         supports_check_mode=True,
@@ -261,7 +329,9 @@ def record_deployment(module, paths):
     params = module.params
     instance = params["instance"]
     record_path, env_path = paths["record_path"], paths["deployment_env"]
-    result = dict(changed=False, record_path=record_path, env_file=env_path)
+    # Read before the record is: the unit's state says what the last restart (or a run that died before it) left.
+    running = running_deployment(module, params["unit"]) if params["unit"] else None
+    result = dict(changed=False, record_path=record_path, env_file=env_path, running=running, restart_needed=False)
     try:
         previous = deployment_state.load_record(record_path, paths["archive_root"], module.check_mode)
     except deployment_state.StateError as exc:
@@ -287,7 +357,8 @@ def record_deployment(module, paths):
     env_text = deployment_env_text(instance, deployment_id)
     record_changed = previous != record
     needs_write = record_changed or _read_text(env_path) != env_text or not os.path.isdir(archive_dir)
-    result.update(deployment_id=deployment_id, record=record, changed=needs_write)
+    result.update(deployment_id=deployment_id, record=record, changed=needs_write,
+                  restart_needed=bool(running and running["main_pid"] and running["deployment_id"] != deployment_id))
     if module._diff:
         result["diff"] = dict(
             before=record_text(previous) if previous else "",

@@ -9,7 +9,9 @@ import stat
 import pytest
 from ansible.module_utils import basic
 
+from ansible_collections.llmops.serving.plugins.module_utils import procfs
 from ansible_collections.llmops.serving.plugins.modules import deployment_record
+from ansible_collections.llmops.serving.tests.unit.fakes import INVOCATION, MAIN_PID, UNIT, FakeProc, FakeSystemctl, show_text
 from ansible_collections.llmops.serving.tests.unit.lock_holder import hold_lock, release
 from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
 
@@ -267,3 +269,85 @@ def test_a_run_waits_for_another_one_and_fails_naming_its_pid_when_the_wait_is_o
         release(holder)
     result, failed = run_module(deployment_record.main, dict(args, lock_timeout=1))
     assert not failed and result["changed"]
+
+
+# --------------------------------------------------------------------------- what the unit runs (option unit)
+
+def _run_with_unit(args, systemctl, check_mode=False):
+    return systemctl.run_module(deployment_record.main, dict(args, unit=UNIT), check_mode=check_mode)
+
+
+@pytest.fixture
+def fake_proc(tmp_path, monkeypatch):
+    proc = FakeProc(tmp_path / "proc")
+    monkeypatch.setattr(procfs, "PROC_ROOT", str(proc.root))
+    return proc
+
+
+def test_a_run_killed_between_record_and_restart_leaves_a_restart_the_next_run_sees(deployment, fake_proc):
+    """The record was written by a run that died before its handler restarted the unit: the next run's record is
+    unchanged, and only what runs (the old deployment's process) says that the unit must restart."""
+    args, unit, env = deployment
+    first, failed = run_module(deployment_record.main, args)
+    assert not failed
+    unit.write_text("[Service]\nExecStart=/y\n")
+    recorded, failed = run_module(deployment_record.main, args)
+    assert not failed and recorded["changed"]
+    # The run died here: the unit still runs the first deployment.
+    fake_proc.add_process(MAIN_PID, ["/opt/sglang/bin/python", "-m", "sglang.launch_server"],
+                          environ={"LLMOPS_DEPLOYMENT_ID": first["deployment_id"], "SGLANG_API_KEY": "topsecret"})
+    result, failed = _run_with_unit(args, FakeSystemctl(show_text()))
+    assert not failed, result.get("msg")
+    assert not result["changed"] and result["deployment_id"] == recorded["deployment_id"]
+    assert result["restart_needed"] is True
+    assert result["running"] == dict(active_state="active", sub_state="running", main_pid=MAIN_PID,
+                                     invocation_id=INVOCATION, deployment_id=first["deployment_id"])
+    assert "topsecret" not in json.dumps(result)
+    # Check mode reads the same and writes nothing.
+    checked, failed = _run_with_unit(args, FakeSystemctl(show_text()), check_mode=True)
+    assert not failed and checked["restart_needed"] is True and not checked["changed"]
+
+
+def test_a_unit_that_runs_the_recorded_deployment_needs_no_restart(deployment, fake_proc):
+    args, unit, env = deployment
+    recorded, failed = run_module(deployment_record.main, args)
+    assert not failed
+    fake_proc.add_process(MAIN_PID, ["sglang"], environ={"LLMOPS_DEPLOYMENT_ID": recorded["deployment_id"]})
+    systemctl = FakeSystemctl(show_text())
+    result, failed = _run_with_unit(args, systemctl)
+    assert not failed and not result["changed"] and result["restart_needed"] is False
+    assert systemctl.commands[0][-1] == UNIT
+
+
+@pytest.mark.parametrize("show, environ", [
+    # Stopped or failed: starting the unit is enough, there is nothing to replace.
+    (show_text(ActiveState="inactive", SubState="dead", MainPID="0", InvocationID=""), None),
+    (show_text(ActiveState="failed", SubState="failed", MainPID="0", Result="exit-code"), None),
+])
+def test_a_unit_without_a_process_needs_a_start_not_a_restart(deployment, fake_proc, show, environ):
+    args, unit, env = deployment
+    result, failed = _run_with_unit(args, FakeSystemctl(show))
+    assert not failed and result["restart_needed"] is False
+    assert result["running"]["main_pid"] == 0 and result["running"]["deployment_id"] is None
+
+
+def test_a_process_without_a_deployment_id_is_not_this_deployment(deployment, fake_proc):
+    """A unit whose main process carries no LLMOPS_DEPLOYMENT_ID (started by something else than this collection's
+    launcher, or gone between systemctl and /proc) cannot be serving what was recorded."""
+    args, unit, env = deployment
+    fake_proc.add_process(MAIN_PID, ["python3", "-m", "http.server"], environ={"PATH": "/usr/bin"})
+    result, failed = _run_with_unit(args, FakeSystemctl(show_text(ActiveState="activating", SubState="start")))
+    assert not failed and result["restart_needed"] is True and result["running"]["deployment_id"] is None
+
+
+def test_systemctl_failing_is_named_and_nothing_is_recorded(deployment, fake_proc):
+    args, unit, env = deployment
+    result, failed = _run_with_unit(args, FakeSystemctl((1, "", "Failed to connect to bus: No such file or directory")))
+    assert failed and UNIT in result["msg"] and "Failed to connect to bus" in result["msg"]
+    assert not os.path.exists(os.path.join(args["state_dir"], "qwen36", "deployment.json"))
+
+
+def test_without_unit_nothing_about_it_is_read(deployment):
+    args, unit, env = deployment
+    result, failed = run_module(deployment_record.main, args)
+    assert not failed and result["running"] is None and result["restart_needed"] is False

@@ -1,0 +1,59 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Test-only callback: SIGKILL the whole ansible-playbook run when a named task or handler is about to start.
+
+The fault tests need a run that dies at an exact point, as when the operator's laptop loses power: nothing of that task
+runs, no handler fires, no worker finishes, every SSH connection drops. The task start callbacks run in the main
+process before the task is queued to any worker, so killing the process group there is exact, not a race.
+
+Enabled by ANSIBLE_CALLBACK_PLUGINS pointing at this directory, armed by LLMOPS_TEST_KILL_AT_TASK (the task's or
+handler's name, exactly). Before the kill it writes the task's name to LLMOPS_TEST_KILL_MARK (when set), so that the
+test can tell a run killed there from one that failed earlier. It refuses to kill a process group the run does not
+lead (the test must start ansible-playbook in a session of its own), so it can never kill the test runner.
+"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: kill_at_task
+type: aggregate
+short_description: Test-only; kill the run when a named task starts
+description:
+  - SIGKILLs ansible-playbook's process group when the task or handler named by E(LLMOPS_TEST_KILL_AT_TASK) starts.
+"""
+
+import os
+import signal
+
+from ansible.plugins.callback import CallbackBase
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "kill_at_task"
+    CALLBACK_NEEDS_ENABLED = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._target = os.environ.get("LLMOPS_TEST_KILL_AT_TASK", "")
+        self._mark = os.environ.get("LLMOPS_TEST_KILL_MARK", "")
+
+    def _maybe_kill(self, task):
+        if not self._target or task.get_name() != self._target:
+            return
+        if os.getpgrp() != os.getpid():
+            raise RuntimeError("kill_at_task: ansible-playbook does not lead its process group; start it in a session "
+                               "of its own (the kill would reach its parent)")
+        if self._mark:
+            with open(self._mark, "w", encoding="utf-8") as handle:
+                handle.write(self._target + "\n")
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    def v2_playbook_on_task_start(self, task, is_conditional):
+        self._maybe_kill(task)
+
+    def v2_playbook_on_handler_task_start(self, task):
+        self._maybe_kill(task)

@@ -1,0 +1,70 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The fault tests' kill switch (tests/support/callback_plugins/kill_at_task.py) kills exactly where it is told."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+CALLBACKS = pathlib.Path(__file__).resolve().parents[1] / "support" / "callback_plugins"
+PLAYBOOK = """---
+- hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: First
+      ansible.builtin.file: {path: "%(dir)s/first", state: touch}
+      changed_when: true
+      notify: Handler
+    - name: Second
+      ansible.builtin.file: {path: "%(dir)s/second", state: touch}
+  handlers:
+    - name: Handler
+      ansible.builtin.file: {path: "%(dir)s/handler", state: touch}
+"""
+
+
+def play(tmp_path, target, wrapper=None):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(PLAYBOOK % {"dir": tmp_path})
+    env = dict(os.environ, ANSIBLE_CALLBACK_PLUGINS=str(CALLBACKS), LLMOPS_TEST_KILL_AT_TASK=target,
+               LLMOPS_TEST_KILL_MARK=str(tmp_path / "mark"), ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_NOCOLOR="1")
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
+    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", str(playbook),
+            "-e", "ansible_python_interpreter=" + sys.executable]
+    if wrapper:
+        argv = wrapper + argv
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False, start_new_session=True)
+
+
+def made(tmp_path):
+    return sorted(name for name in ("first", "second", "handler") if (tmp_path / name).exists())
+
+
+@pytest.mark.parametrize("target, before", [("Second", ["first"]), ("Handler", ["first", "second"])])
+def test_the_run_dies_when_the_named_task_starts_and_nothing_of_it_runs(tmp_path, target, before):
+    finished = play(tmp_path, target)
+    assert finished.returncode == -9, finished.stdout + finished.stderr
+    assert made(tmp_path) == before
+    assert (tmp_path / "mark").read_text() == target + "\n"
+
+
+def test_unarmed_it_does_nothing(tmp_path):
+    finished = play(tmp_path, "")
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert made(tmp_path) == ["first", "handler", "second"] and not (tmp_path / "mark").exists()
+
+
+def test_it_never_kills_a_process_group_the_run_does_not_lead(tmp_path):
+    # ansible-playbook under a shell that leads the group: the switch refuses (ansible warns and goes on).
+    finished = play(tmp_path, "Second", wrapper=["bash", "-c", '"$@"; exit $?', "bash"])
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert "does not lead its process group" in finished.stdout + finished.stderr
+    assert made(tmp_path) == ["first", "handler", "second"] and not (tmp_path / "mark").exists()
