@@ -20,6 +20,12 @@ description:
     node's schedulers met the other ranks, and C(/health) is that dummy server's.
   - Fails at once, quoting the log's last lines, when the unit exits or restarts after a crash, or when the log shows a
     startup error (the hybrid-cache or CUDA out-of-memory message, an NCCL error); fails at O(timeout) otherwise.
+  - A unit that exits says what state it is left in, and that no server of it runs (nor the one from before the
+    restart). When the invocation that exited wrote nothing to its log (the launcher could not create or write it, for
+    example on a full or read-only log filesystem, and exited 75 without starting the server), the failure names what
+    is wrong with the log directory's filesystem (free bytes and inodes for the service account, read-only), and quotes
+    the invocation's own journal lines (C(journalctl _SYSTEMD_INVOCATION_ID=<InvocationID>), at most O(tail_lines)
+    lines, each masked and shortened, within 10 s), where the launcher said why.
   - There is no fixed sleep anywhere, so a slow start only costs the time it takes, and no step waits past
     O(timeout); the log is opened and read without blocking.
   - The log directory belongs to the service account, so C(current.log) is never followed blindly. It must point at a
@@ -147,6 +153,26 @@ last_lines:
   returned: always
   type: list
   elements: str
+log_filesystem:
+  description:
+    - The filesystem of the log directory (the directory of O(log_path)) as a non-root writer sees it, from C(statvfs).
+    - C(error) instead of the counts when it could not be examined.
+  returned: when the unit exited before it became ready and its invocation's log has no line
+  type: dict
+  version_added: 0.2.0
+  sample: {"path": "/var/log/llmops-serving/qwen36", "bytes_free": 0, "bytes_total": 1048576, "inodes_free": 250,
+           "inodes_total": 256, "read_only": false}
+journal_lines:
+  description: The last journal lines of the invocation that exited (secrets masked, each shortened).
+  returned: when the unit exited before it became ready and its invocation's log has no line
+  type: list
+  elements: str
+  version_added: 0.2.0
+journal_error:
+  description: Why the journal could not be read (journalctl failed or gave no answer in time).
+  returned: when the journal was asked and could not be read
+  type: str
+  version_added: 0.2.0
 startup_error:
   description: The decisive startup error line and its kind, when one was seen.
   returned: on failure from a startup error
@@ -173,6 +199,7 @@ from ansible_collections.llmops.serving.plugins.module_utils import procfs
 from ansible_collections.llmops.serving.plugins.module_utils import readiness
 from ansible_collections.llmops.serving.plugins.module_utils import redact
 from ansible_collections.llmops.serving.plugins.module_utils import service_files
+from ansible_collections.llmops.serving.plugins.module_utils import start_failure
 from ansible_collections.llmops.serving.plugins.module_utils import systemd_show
 from ansible_collections.llmops.serving.plugins.module_utils import unit_check
 from ansible_collections.llmops.serving.plugins.module_utils.deployment_layout import CURRENT_LOG_NAME
@@ -317,8 +344,49 @@ class ReadyWait:
         # A server that answers on the port while the unit is down is the incident's stray: name it first.
         port = _port_of(self.url)
         holders = _port_holders(port)
-        self.fail("%s%s. %s" % (self.waiting_for, readiness.describe_port_holders(holders, port),
-                                self.quoted_lines(none="(no log of this invocation)")), port_holders=holders)
+        cause, journal, facts = "", "", {}
+        if not self.result["last_lines"]:
+            cause, journal, facts = self.why_no_log()
+        self.fail("%s%s.%s %s %s%s" % (self.waiting_for, readiness.describe_port_holders(holders, port), cause,
+                                       self.state_left(), journal, self.quoted_lines(none="(no log of this invocation)")),
+                  port_holders=holders, **facts)
+
+    def state_left(self):
+        """The sentence that says what the failed start left running: nothing of this unit."""
+        unit = self.result["unit"]
+        if unit.get("sub_state") == "auto-restart":
+            text = ("%s is waiting to restart (%s) and no server of it runs: systemd starts it again after its RestartSec"
+                    % (self.unit_name, unit_check.unit_state(unit, ("ActiveState", "SubState", "Result"))))
+        else:
+            text = "%s is left %s (%s) and no server of it runs" % (
+                self.unit_name, unit.get("active_state"), unit_check.unit_state(unit, ("SubState", "Result")))
+        if self.previous_invocation_id:
+            text += "; the server from before the restart (invocation %s) is not running either" % self.previous_invocation_id
+        return text + "."
+
+    def why_no_log(self):
+        """For an invocation that exited without a line in its log: (a sentence naming the log filesystem's problem, or
+        '', the invocation's own journal lines for the message, the facts for the result)."""
+        log_dir = os.path.dirname(self.log_path)
+        filesystem = start_failure.filesystem_facts(log_dir)
+        problems = start_failure.filesystem_problems(filesystem)
+        cause = ""
+        if problems:
+            cause = (" The log filesystem of %s %s: the launcher cannot write this start's log there and does not start the"
+                     " server without one (it exits %d); free space there or make it writable, then restart %s." % (
+                         log_dir, " and ".join(problems), start_failure.EXIT_LOG_UNWRITABLE, self.unit_name))
+        invocation = self.result["unit"].get("invocation_id")
+        lines, problem = start_failure.journal_lines(self.module.run_command, invocation, self.tail_lines)
+        if not lines and problem is None:
+            # The journal may not have stored the last lines of a process that exited a moment ago: one more look.
+            time.sleep(min(0.5, max(0.0, self.remaining())))
+            lines, problem = start_failure.journal_lines(self.module.run_command, invocation, self.tail_lines)
+        journal = "Journal of invocation %s (journalctl _SYSTEMD_INVOCATION_ID=%s):\n  %s\n" % (
+            invocation, invocation, "\n  ".join(lines) or "(%s)" % (problem or "no lines"))
+        facts = dict(log_filesystem=filesystem, journal_lines=lines)
+        if problem:
+            facts["journal_error"] = problem
+        return cause, journal, facts
 
     def exit_when_ready(self):
         """Exit when the log says ready and /health answers 200; else say what the wait is for."""

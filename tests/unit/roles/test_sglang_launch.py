@@ -161,3 +161,139 @@ def test_a_value_that_is_no_plain_name_is_left_out_not_quoted_into_json(launcher
         argv = json.loads(handle.read().splitlines()[-1])["argv"]
     assert argv[:2] == ["--enable-metrics", "--extra-metric-labels"], argv
     assert json.loads(argv[2]) == {"deployment_id": DEPLOYMENT, "invocation_id": "a" * 32}
+
+
+# --------------------------------------------------------------------------- a log filesystem that cannot take the log
+# Each case runs in a mount namespace of its own, on a small tmpfs mounted over the log directory: a real ENOSPC or
+# EROFS from the kernel, no fault injection. A first start writes a log there (the server before the restart), then the
+# filesystem is filled (blocks or inodes) or made read-only, and a second start runs: the restart that cannot log.
+
+TMPFS_BYTES = 64 * 1024
+TMPFS_INODES = 64
+FIRST, SECOND = "a" * 32, "b" * 32
+# In the namespace: mount, first start, fill, second start, then what the directory holds (the mount ends with it).
+DRIVER = r"""
+import json, os, subprocess, sys
+job = json.loads(sys.argv[1])
+log_dir = job["log_dir"]
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d,nr_inodes=%d,mode=0755" % (job["bytes"], job["inodes"]),
+                "llmops-test", log_dir], check=True)
+
+
+def start(invocation, server):
+    env = dict(job["env"], INVOCATION_ID=invocation)
+    return subprocess.run(["bash", job["launcher"]] + server, env=env, capture_output=True, text=True, timeout=60)
+
+
+first = start(job["first"], job["first_server"])
+with open(os.path.join(log_dir, "current.log"), encoding="utf-8") as handle:
+    first_output = handle.read().splitlines()[-1]
+names = []
+if job["fill"] in ("blocks", "inodes", "inodes_but_one"):
+    for number in range(100000):
+        name = os.path.join(log_dir, "filler-%d" % number)
+        try:
+            with open(name, "wb") as handle:
+                if job["fill"] == "blocks":
+                    handle.write(b"\0" * 4096)
+        except OSError:
+            if os.path.exists(name) and job["fill"] == "blocks":
+                names.append(name)
+            break
+        names.append(name)
+    if job["fill"] == "inodes_but_one":
+        os.unlink(names.pop())
+elif job["fill"] == "read_only":
+    subprocess.run(["mount", "-o", "remount,ro", log_dir], check=True)
+second = start(job["second"], job["second_server"])
+print(json.dumps({
+    "first": [first.returncode, first.stdout, first.stderr], "first_output": first_output,
+    "second": [second.returncode, second.stdout, second.stderr],
+    "listing": sorted(name for name in os.listdir(log_dir) if not name.startswith("filler-")),
+    "current": os.readlink(os.path.join(log_dir, "current.log")),
+}))
+"""
+# The first server: which file descriptors it holds (the launcher's spare journal descriptor must not reach it).
+FDS_SERVER = [sys.executable, "-c", "import json, os; print(json.dumps(sorted(int(fd) for fd in os.listdir('/proc/self/fd'))))"]
+
+
+def _namespace_prefix():
+    """The command that gives a process a mount namespace of its own in which it may mount a tmpfs, or None."""
+    if os.geteuid() == 0:
+        return ["unshare", "--mount", "--propagation", "private"]
+    return ["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private"]
+
+
+@pytest.fixture(scope="module")
+def private_tmpfs(tmp_path_factory):
+    """The unshare prefix, or a skip when this machine cannot mount a tmpfs in a namespace of its own."""
+    prefix = _namespace_prefix()
+    where = str(tmp_path_factory.mktemp("probe"))
+    try:
+        probe = subprocess.run(prefix + ["mount", "-t", "tmpfs", "-o", "size=4096", "llmops-probe", where],
+                               capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.skip("cannot run unshare to mount a test tmpfs: %s" % exc)
+    if probe.returncode != 0:
+        pytest.skip("this machine cannot mount a tmpfs in a mount namespace of its own (%s): %s"
+                    % (" ".join(prefix), probe.stderr.strip()))
+    return prefix
+
+
+def restart_on(private_tmpfs, launcher, log_dir, fill, inodes=TMPFS_INODES):
+    """A first start, the log filesystem filled as ``fill`` says, a second start: what the driver saw."""
+    job = {
+        "log_dir": log_dir, "bytes": TMPFS_BYTES, "inodes": inodes, "fill": fill, "launcher": launcher,
+        "first": FIRST, "second": SECOND, "first_server": FDS_SERVER, "second_server": SERVER,
+        "env": {"PATH": os.environ["PATH"], "LLMOPS_DEPLOYMENT_ID": DEPLOYMENT, "LLMOPS_LOG_DIR": log_dir,
+                "LLMOPS_INSTANCE": "qwen36", "LLMOPS_UNIT": "sglang-qwen36.service"},
+    }
+    run = subprocess.run(private_tmpfs + [sys.executable, "-c", DRIVER, json.dumps(job)], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert run.returncode == 0, run.stderr
+    seen = json.loads(run.stdout)
+    assert seen["first"][0] == 0, seen["first"]
+    # The server of the first start holds 0, 1, 2 and the directory it lists: not the launcher's spare descriptor.
+    assert len(set(json.loads(seen["first_output"])) - {0, 1, 2}) <= 1, seen["first_output"]
+    return seen
+
+
+def journal_line(seen):
+    """The second start's status and its one stderr line (what systemd puts in the journal); no output on stdout."""
+    returncode, stdout, stderr = seen["second"]
+    assert stdout == ""
+    assert len(stderr.splitlines()) == 1, stderr
+    return returncode, stderr.strip()
+
+
+def first_log(seen):
+    return "%s-%s.log" % (seen["current"].split("-")[0], FIRST)
+
+
+@pytest.mark.parametrize("fill, step, error, space", [
+    # Blocks full: the file is created (an inode is free) and its header cannot be written.
+    ("blocks", "cannot write the header of the log file", "No space left on device",
+     r"has 0 of 65536 bytes and \d+ of 64 inodes free"),
+    # No inode left: the file cannot be created.
+    ("inodes", "cannot create the log file", "No space left on device", r"has \d+ of 65536 bytes and 0 of 64 inodes free"),
+    # One inode left: the log file takes it, and current.log cannot be repointed.
+    ("inodes_but_one", "cannot point current.log at the log file", "No space left on device",
+     r"has \d+ of 65536 bytes and 0 of 64 inodes free"),
+    ("read_only", "cannot create the log file", "Read-only file system", r"has \d+ of 65536 bytes and \d+ of 64 inodes free"),
+], ids=["blocks-full", "no-inodes", "last-inode", "read-only"])
+def test_a_log_filesystem_that_cannot_take_the_log_is_named_in_the_journal(private_tmpfs, launcher, log_dir, fill,
+                                                                           step, error, space):
+    seen = restart_on(private_tmpfs, launcher, log_dir, fill)
+    returncode, line = journal_line(seen)
+    assert returncode == 75, seen["second"]
+    match = re.fullmatch(r"sglang-launch: (?P<step>.+?) (?P<file>\S+): (?P<error>[^;]+); the filesystem of (?P<dir>\S+) "
+                         r"(?P<space>.+?)\. The server was not started \(exit status 75\): free space there or make it "
+                         r"writable for the service account, then restart the unit\.", line)
+    assert match, line
+    assert (match["step"], match["error"], match["dir"]) == (step, error, log_dir)
+    assert re.fullmatch(os.path.join(re.escape(log_dir), r"\d{8}T\d{6}Z-" + SECOND + r"\.log"), match["file"])
+    assert re.fullmatch(space, match["space"]), match["space"]
+    # The server never ran (it would have printed its PID to stdout or the log), the previous start's log is current.log
+    # still, and nothing of the failed start is left in the directory.
+    assert seen["current"] == first_log(seen)
+    assert seen["listing"] == sorted([CURRENT_LOG_NAME, first_log(seen)])

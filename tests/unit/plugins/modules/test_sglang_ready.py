@@ -62,9 +62,26 @@ def unit_show(active, sub, result="success", invocation=INVOCATION):
                      ControlGroup="/system.slice/sglang-q.service")
 
 
-def run(args, states):
-    """Run the module while `systemctl show` answers with the next of ``states`` (the last one repeats)."""
-    systemctl = FakeSystemctl(*[unit_show(*state) for state in states])
+class FakeSystemd(FakeSystemctl):
+    """`systemctl show` as FakeSystemctl answers it, and `journalctl` (run under coreutils' timeout) with ``journal``, an
+    (rc, stdout, stderr) tuple; with ``journal`` None, a journalctl call fails the test as any other command does."""
+
+    def __init__(self, *replies, journal=None):
+        super().__init__(*replies)
+        self.journal = journal
+        self.journal_calls = []
+
+    def __call__(self, args, environ_update=None, **kwargs):
+        if "journalctl" in args and self.journal is not None:
+            self.journal_calls.append(list(args))
+            return self.journal
+        return super().__call__(args, environ_update=environ_update, **kwargs)
+
+
+def run(args, states, journal=None):
+    """Run the module while `systemctl show` answers with the next of ``states`` (the last one repeats) and journalctl
+    with ``journal`` (FakeSystemd)."""
+    systemctl = FakeSystemd(*[unit_show(*state) for state in states], journal=journal)
     result, failed = systemctl.run_module(sglang_ready.main, args)
     return result, failed, systemctl.commands
 
@@ -174,8 +191,9 @@ def test_a_down_unit_with_a_free_port_names_no_holder(tmp_path):
     log = tmp_path / RUN_LOG
     log.write_text(header())
     (tmp_path / "current.log").symlink_to(log.name)
+    # A log with no line after the header: the journal of the invocation is asked too (here it has nothing).
     result, failed, dummy_calls = run({"name": "sglang-q", "log_path": str(tmp_path), "url": "http://127.0.0.1:1", "timeout": 30},
-                                      [("inactive", "dead")])
+                                      [("inactive", "dead")], journal=(0, "", ""))
     assert failed and result["port_holders"] == []
     assert "held by" not in result["msg"]
 
@@ -265,3 +283,132 @@ def test_a_malformed_header_fails_at_once_naming_the_key(tmp_path, health, bad_f
     assert time.monotonic() - started < 10
     assert "is not a log the launcher wrote" in result["msg"] and "malformed" in result["msg"]
     assert result["header_error_key"] == key
+
+
+# --------------------------------------------------------------------------- a restart whose launcher could not write its log
+
+PREVIOUS = "f" * 32
+# What the launcher writes to the journal when the header of the new log cannot be written (test_sglang_launch.py runs
+# it on a full tmpfs and checks this form).
+LAUNCHER_LINE = ("sglang-launch: cannot write the header of the log file {dir}/20261129T100000Z-%s.log: No space left on "
+                 "device; the filesystem of {dir} has 0 of 1048576 bytes and 250 of 256 inodes free. The server was not "
+                 "started (exit status 75): free space there or make it writable for the service account, then restart "
+                 "the unit." % INVOCATION)
+STATVFS_FIELDS = ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail", "f_files", "f_ffree", "f_favail", "f_flag",
+                  "f_namemax")
+
+
+def log_dir_after_restart(tmp_path):
+    """A log directory as the failed restart leaves it: current.log still points at the previous invocation's log."""
+    log = tmp_path / launcher_log_name(PREVIOUS, "20261129T090000Z")
+    log.write_text(header(PREVIOUS) + f"[{stamp()}] {READY}\n")
+    (tmp_path / "current.log").symlink_to(log.name)
+    return str(tmp_path)
+
+
+def log_filesystem(monkeypatch, directory, **fields):
+    """os.statvfs() of ``directory`` answers a 1 MiB filesystem (4 KiB blocks, 256 inodes) with ``fields`` changed."""
+    real = os.statvfs
+    values = dict(f_bsize=4096, f_frsize=4096, f_blocks=256, f_bfree=0, f_bavail=0, f_files=256, f_ffree=250,
+                  f_favail=250, f_flag=0, f_namemax=255)
+    values.update(fields)
+
+    def statvfs(path):
+        if os.path.realpath(path) == os.path.realpath(directory):
+            return os.statvfs_result(tuple(values[name] for name in STATVFS_FIELDS))
+        return real(path)
+    monkeypatch.setattr(os, "statvfs", statvfs)
+
+
+def wait_after_restart(log_dir, state, journal, **args):
+    """The wait after a restart from PREVIOUS to INVOCATION whose unit is in ``state``: (result, failed, the fake)."""
+    systemctl = FakeSystemd(unit_show(*state), journal=journal)
+    params = {"name": "sglang-q", "log_path": log_dir, "url": "http://127.0.0.1:1", "timeout": 30,
+              "previous_invocation_id": PREVIOUS}
+    params.update(args)
+    result, failed = systemctl.run_module(sglang_ready.main, params)
+    return result, failed, systemctl
+
+
+def test_a_restart_on_a_full_log_filesystem_names_it_quotes_the_journal_and_says_nothing_runs(tmp_path, monkeypatch):
+    # Measured before: "sglang-q.service exited before it became ready (...). Last lines of .../current.log:
+    # (no log of this invocation)", which names neither the full filesystem nor the state the restart left.
+    log_dir = log_dir_after_restart(tmp_path)
+    log_filesystem(monkeypatch, log_dir)
+    line = LAUNCHER_LINE.format(dir=log_dir)
+    result, failed, systemd = wait_after_restart(log_dir, ("failed", "failed", "exit-code"), (0, line + "\n", ""))
+    assert failed and not result["ready"]
+    assert result["msg"] == (
+        "sglang-q.service exited before it became ready (ActiveState=failed, SubState=failed, Result=exit-code). "
+        "The log filesystem of {dir} is full (0 bytes free of 1.0 MiB): the launcher cannot write this start's log there "
+        "and does not start the server without one (it exits 75); free space there or make it writable, then restart "
+        "sglang-q.service. sglang-q.service is left failed (SubState=failed, Result=exit-code) and no server of it runs; "
+        "the server from before the restart (invocation {previous}) is not running either. Journal of invocation "
+        "{invocation} (journalctl _SYSTEMD_INVOCATION_ID={invocation}):\n  {line}\nLast lines of {dir}/current.log:\n"
+        "  (no log of this invocation)".format(dir=log_dir, previous=PREVIOUS, invocation=INVOCATION, line=line))
+    assert result["log_filesystem"] == {"path": log_dir, "bytes_free": 0, "bytes_total": 1048576, "inodes_free": 250,
+                                        "inodes_total": 256, "read_only": False}
+    assert result["journal_lines"] == [line] and "journal_error" not in result
+    # The invocation's own lines, bounded by tail_lines, under a time limit.
+    assert systemd.journal_calls == [["timeout", "--kill-after=2", "10", "journalctl", "--quiet", "--no-pager", "-o", "cat",
+                                      "-n", "15", "_SYSTEMD_INVOCATION_ID=" + INVOCATION]]
+
+
+@pytest.mark.parametrize("fields, state, named, left", [
+    ({"f_flag": os.ST_RDONLY, "f_blocks": 262144, "f_bavail": 100000}, ("failed", "failed", "exit-code"), "is read-only",
+     "sglang-q.service is left failed (SubState=failed, Result=exit-code) and no server of it runs"),
+    ({"f_blocks": 262144, "f_bavail": 100000, "f_favail": 0}, ("failed", "failed", "exit-code"), "has no free inodes (0 of 256)",
+     "sglang-q.service is left failed (SubState=failed, Result=exit-code) and no server of it runs"),
+    ({"f_bavail": 3}, ("activating", "auto-restart", "exit-code"), "is nearly full (12.0 KiB free of 1.0 MiB)",
+     "sglang-q.service is waiting to restart (ActiveState=activating, SubState=auto-restart, Result=exit-code) and no "
+     "server of it runs: systemd starts it again after its RestartSec"),
+], ids=["read-only", "no-inodes", "nearly-full-auto-restart"])
+def test_what_keeps_the_launcher_from_logging_is_named(tmp_path, monkeypatch, fields, state, named, left):
+    log_dir = log_dir_after_restart(tmp_path)
+    log_filesystem(monkeypatch, log_dir, **fields)
+    result, failed, dummy_systemd = wait_after_restart(log_dir, state, (0, "sglang-launch: cannot create the log file\n", ""))
+    assert failed
+    assert "The log filesystem of %s %s: the launcher cannot write" % (log_dir, named) in result["msg"]
+    assert left + "; the server from before the restart (invocation %s) is not running either." % PREVIOUS in result["msg"]
+    assert "\n  sglang-launch: cannot create the log file\n" in result["msg"]
+
+
+def test_journal_lines_are_masked_before_they_are_cut_and_bounded(tmp_path, monkeypatch):
+    log_dir = log_dir_after_restart(tmp_path)
+    log_filesystem(monkeypatch, log_dir)
+    key = "sk-llmops-test-0f3a9c2e7b1d"
+    # 40 lines; the last has the key across the 500-character cut of a quoted line, another one has it as a flag.
+    lines = ["line %d %s" % (number, "x" * 2000) for number in range(37)]
+    lines += ["sglang serve: error: unrecognized arguments: --api-key %s" % key, "sglang-launch: cannot write the header",
+              "x" * 490 + " api_key='%s'" % key]
+    result, failed, dummy_systemd = wait_after_restart(log_dir, ("failed", "failed", "exit-code"),
+                                                       (0, "\n".join(lines) + "\n", ""), tail_lines=3)
+    assert failed
+    assert len(result["journal_lines"]) == 3
+    assert result["journal_lines"][0] == "sglang serve: error: unrecognized arguments: --api-key ********"
+    assert result["journal_lines"][1] == "sglang-launch: cannot write the header"
+    # 500 characters each (sglang_log.quoted()), and a mask where the result's redaction meets a quote the cut left open.
+    assert all(len(line) <= 500 + len("********") for line in result["journal_lines"])
+    assert result["journal_lines"][2].startswith("x" * 490 + " api_key=")
+    assert "--api-key ********" in result["msg"]
+    text = json.dumps(result)
+    assert not [key[:end] for end in range(6, len(key) + 1) if key[:end] in text], "no part of the key is shown"
+
+
+@pytest.mark.parametrize("journal, said", [
+    ((124, "", ""), "(journalctl gave no answer within 10 s)"),
+    ((1, "", "Failed to get journal access: Permission denied\n"),
+     "(journalctl failed (rc=1): Failed to get journal access: Permission denied)"),
+    ((0, "", ""), "(no lines)"),
+], ids=["timeout", "error", "empty"])
+def test_a_journal_that_cannot_help_is_said_and_a_roomy_filesystem_is_not_blamed(tmp_path, monkeypatch, journal, said):
+    log_dir = log_dir_after_restart(tmp_path)
+    log_filesystem(monkeypatch, log_dir, f_blocks=262144, f_bavail=100000, f_bfree=100000)
+    result, failed, systemd = wait_after_restart(log_dir, ("failed", "failed", "exit-code"), journal)
+    assert failed
+    assert "log filesystem" not in result["msg"]
+    assert ("Journal of invocation %s (journalctl _SYSTEMD_INVOCATION_ID=%s):\n  %s\n" % (INVOCATION, INVOCATION, said)
+            in result["msg"])
+    assert result["journal_lines"] == [] and result.get("journal_error") == (said[1:-1] if journal[0] else None)
+    # An empty answer is asked once more (the journal may not have stored a line written a moment ago).
+    assert len(systemd.journal_calls) == (2 if journal == (0, "", "") else 1)
