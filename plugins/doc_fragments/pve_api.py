@@ -50,4 +50,16 @@ options:
       - Timeout of each HTTP request in seconds (proxmoxer's own default of 5 s is too short for a busy node).
     type: int
     default: 30
+notes:
+  - Requests to the Proxmox VE API that meet a transient fault are sent again, at most 4 attempts with 0.5, 1 and 2 s
+    between them, only where that is safe. A GET (reading changes nothing) and the login are sent again when the
+    connection drops without an answer (reset, closed, a body cut short) and on 502, 503, 504 and 595-597 (a proxy in
+    front of the API, or pveproxy's own connection to pvedaemon failing); never on 500, which is PVE's answer for a
+    request it refused, nor after O(api_timeout).
+  - A request that changes something (C(POST) create, start, stop, shutdown, reboot; C(PUT) of a config; C(DELETE)) is
+    sent again only when it provably never reached the node (the connection was refused, or pveproxy answered 595).
+    Otherwise the module fails at once and says that the request's effect is unknown and what to check on the node
+    before running again (for example C(pct status 120) after a create whose answer was lost).
+  - Every API failure names the node, the request (method and API path; never its parameters, a ticket or a token), the
+    status with PVE's own error text, and the number of attempts.
 """

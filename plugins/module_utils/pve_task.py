@@ -63,6 +63,30 @@ def log_tail(get_log, lines=LOG_TAIL_LINES):
     return texts[-lines:]
 
 
+def task_label(upid):
+    """``task vzcreate on node pve1`` from a UPID (its type and node), or ``task`` for one that does not parse."""
+    try:
+        fields = parse_upid(upid)
+    except ValueError:
+        return "task"
+    return "task %s on node %s" % (fields["type"], fields["node"])
+
+
+def how_it_ended(upid):
+    """Where an operator reads what became of a task this run could not see to its end."""
+    try:
+        node = parse_upid(upid)["node"]
+    except ValueError:
+        return "the node's task list says how it ended"
+    return "`pvenode task status %s` on node %s says how it ended" % (upid, node)
+
+
+def with_tail(message, tail):
+    if tail:
+        message += "; last log lines: " + " | ".join(tail)
+    return message
+
+
 def describe_failure(upid, exitstatus, tail, description=None):
     fields = {}
     try:
@@ -70,23 +94,38 @@ def describe_failure(upid, exitstatus, tail, description=None):
     except ValueError:
         pass
     what = description or ("task %s %s" % (fields.get("type", "?"), fields.get("id", ""))).strip()
-    message = "%s failed: %s (task %s)" % (what, exitstatus, upid)
-    if tail:
-        message += "; last log lines: " + " | ".join(tail)
-    return message
+    return with_tail("%s failed: %s (task %s)" % (what, exitstatus, upid), tail)
+
+
+def describe_timeout(upid, timeout, status, tail, description=None):
+    """A task still running at the deadline: it is not done, and not failed either."""
+    return with_tail(
+        "%s did not finish within %d s: %s (%s) is still %s; it is not counted as done and may yet succeed or fail: %s" % (
+            description or "task", timeout, task_label(upid), upid, status or "unknown", how_it_ended(upid)), tail)
+
+
+def status_unknown(upid, description, reason, tail):
+    """The status of a task could not be read (the request failed): neither done nor failed as far as anyone here knows."""
+    return with_tail(
+        "%s: the status of %s (%s) could not be read: %s; it is not counted as done: it may still be running, or have "
+        "succeeded or failed: %s" % (description or "task", task_label(upid), upid, reason, how_it_ended(upid)), tail)
 
 
 def wait_for_task(get_status, get_log, upid, timeout, description=None, clock=time.monotonic, sleep=time.sleep):
     """Poll ``get_status()`` until the task stops; return its status when it succeeded.
 
     Raises TaskError at once when it stopped with an error (message: the exit status and the last log lines),
-    or when it still runs after ``timeout`` seconds.
+    or when it still runs after ``timeout`` seconds (message: its type, node and UPID, and the last log lines). Only a
+    status ``stopped`` with a successful exit status is success: an answer without a status (or an exception from
+    ``get_status``, which propagates) never is.
     """
     parse_upid(upid)
     deadline = clock() + timeout
     interval = FIRST_POLL_INTERVAL
     while True:
         status = get_status() or {}
+        if not isinstance(status, dict):
+            status = {}
         if status.get("status") == "stopped":
             exitstatus = status.get("exitstatus")
             if task_succeeded(exitstatus):
@@ -96,10 +135,6 @@ def wait_for_task(get_status, get_log, upid, timeout, description=None, clock=ti
         remaining = deadline - clock()
         if remaining <= 0:
             tail = log_tail(get_log)
-            message = "%s did not finish within %d s (task %s, still %s)" % (
-                description or "task", timeout, upid, status.get("status", "unknown"))
-            if tail:
-                message += "; last log lines: " + " | ".join(tail)
-            raise TaskError(message, upid, None, tail, status)
+            raise TaskError(describe_timeout(upid, timeout, status.get("status"), tail, description), upid, None, tail, status)
         sleep(min(interval, remaining))
         interval = min(interval * 2, MAX_POLL_INTERVAL)

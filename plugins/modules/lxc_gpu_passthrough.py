@@ -137,6 +137,9 @@ notes:
   - Run backends C(file) and C(cli) on the Proxmox node as root. The host device nodes must exist (nvidia-uvm is created
     on demand; the C(llmops.serving.pve_gpu_host) role makes it exist at boot).
   - Changes apply at the next start of the container; O(restart) reboots it when needed.
+  - With backend C(api), a reboot task still running after O(restart_timeout) (plus 30 s for the start), or one whose
+    status cannot be read, fails the module and is never reported as done; the message names the task's type, node
+    and UPID, its last log lines and the C(pvenode task status) command that says how it ended.
 seealso:
   - name: pct.conf(5)
     description: The container configuration file format.

@@ -24,7 +24,7 @@ description:
     is refused by Proxmox instead of overwritten (the module rereads and retries once).
   - Every Proxmox task (create, start, stop, shutdown, reboot, destroy) is waited on by its UPID. A task that stops
     with an error fails the module AT ONCE with the task's exit status and its last log lines; O(task_timeout) only
-    bounds a task that is still running.
+    bounds a task that is still running (a task that never finishes fails the module at that deadline, not done).
   - Each HTTP request has its own timeout (O(api_timeout), 30 s; proxmoxer's default of 5 s is too short for a busy node).
 options:
   node:
@@ -106,6 +106,9 @@ notes:
     builds proxmoxer's client without a timeout, so a busy node fails with C(Read timed out. (read timeout=5)).
   - Options Proxmox changes on a running container at once (memory, cores, ...) are applied at once; others become
     pending until the next start, as with C(pct set).
+  - A task still running after O(task_timeout), or one whose status cannot be read (after the attempts described
+    below), fails the module and is never reported as done; the message names the task's type, node and UPID, its
+    last log lines and the C(pvenode task status) command that says how it ended.
 seealso:
   - module: llmops.serving.lxc_gpu_passthrough
   - name: Proxmox VE API viewer

@@ -2,7 +2,7 @@
 # Copyright: llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""pve-sim command line: serve (foreground), start/stop/status (daemon), gpu-kit, template, pct."""
+"""pve-sim command line: serve (foreground), start/stop/status (daemon), gpu-kit, template, pct, fault."""
 from __future__ import annotations
 
 import argparse
@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 
+from pve_sim import faults
 from pve_sim.auth import AuthStore
 
 DEFAULT_TEMPLATE = "debian-12-standard_12.7-1_amd64.tar.zst"
@@ -120,6 +121,7 @@ def cmd_serve(args):
             sys.stderr.write("pve-sim: %s\n" % error)
             return 2
     AuthStore.initialise(state_dir, args.root_password)
+    faults.clear(state_dir)  # fault rules live as long as the server that reads them
     _seed_templates(state_dir, args.template_cache or os.environ.get("PVE_SIM_TEMPLATE_CACHE"))
     runtime = NullRuntime(state_dir) if args.no_lxc else LxcRuntime(state_dir, args.gpu_kit and os.path.abspath(args.gpu_kit))
     node = Node(state_dir, args.node, runtime)
@@ -369,6 +371,30 @@ def cmd_pct(args):
     return 0
 
 
+def cmd_fault(args):
+    state_dir = os.path.abspath(args.state_dir)
+    if args.action == "clear":
+        faults.clear(state_dir)
+        return 0
+    if args.action == "list":
+        print(json.dumps(faults.rules(state_dir), indent=1, sort_keys=True))
+        return 0
+    rule = {"count": args.count}
+    if args.task:
+        rule.update(task=args.task, hang=args.hang, vmid=args.vmid)
+        if args.log:
+            rule["log"] = args.log
+    else:
+        rule.update(path=args.path, method=args.method, status=args.status, message=args.message, reset=args.reset)
+    try:
+        rule = faults.add(state_dir, dict((key, value) for key, value in rule.items() if value is not None))
+    except faults.FaultError as error:
+        sys.stderr.write("pve-sim fault: %s\n" % error)
+        return 2
+    print(json.dumps(rule, sort_keys=True))
+    return 0
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="pve-sim", description="A Proxmox VE node simulator for tests and sandboxes.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -436,6 +462,22 @@ def build_parser():
     pct.add_argument("command", nargs=argparse.REMAINDER)
     pct.add_argument("--state-dir", default=os.environ.get("PVE_SIM_STATE_DIR", "."))
     pct.set_defaults(func=cmd_pct)
+
+    fault = sub.add_parser("fault", help="fault switches for tests: 5xx answers, reset connections, tasks that never finish "
+                                         "(rules in STATE/%s, read by the running server)" % faults.FILE_NAME)
+    fault.add_argument("action", choices=["add", "list", "clear"])
+    fault.add_argument("--state-dir", default=os.environ.get("PVE_SIM_STATE_DIR", "."))
+    fault.add_argument("--count", type=int, default=1, help="how many matching requests or tasks the rule acts on (default 1)")
+    fault.add_argument("--path", help="regular expression for the whole path below /api2/json, e.g. /nodes/pve/lxc/120/config")
+    fault.add_argument("--method", help="GET, POST, PUT or DELETE (default: any)")
+    fault.add_argument("--status", type=int, help="answer with this status (500-599; 595-599 without a body, as pveproxy sends them)")
+    fault.add_argument("--message", help="the status line's text (PVE's message; default: the status's reason)")
+    fault.add_argument("--reset", choices=["before", "after"], help="reset the connection before or after the request is handled")
+    fault.add_argument("--task", choices=faults.TASK_TYPES, help="a task rule: new tasks of this type")
+    fault.add_argument("--vmid", type=int, help="with --task: only tasks of this container")
+    fault.add_argument("--hang", action="store_true", help="with --task: the task never finishes")
+    fault.add_argument("--log", action="append", help="with --task: a log line of the task that never finishes (repeatable)")
+    fault.set_defaults(func=cmd_fault)
     return parser
 
 

@@ -63,7 +63,7 @@ class Node:
         self.images_dir = os.path.join(self.state_dir, "var", "lib", "vz", "images")
         for directory in (self.config_dir, self.template_dir, self.images_dir):
             os.makedirs(directory, exist_ok=True)
-        self.tasks = TaskManager(name, os.path.join(self.state_dir, "var", "log", "pve", "tasks"))
+        self.tasks = TaskManager(name, os.path.join(self.state_dir, "var", "log", "pve", "tasks"), self.state_dir)
         self.started_at = time.time()
         self._locks = {}
         self._locks_guard = threading.Lock()

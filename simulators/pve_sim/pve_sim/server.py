@@ -8,14 +8,17 @@ Replies are ``{"data": ...}``; errors carry PVE's status line (``HTTP/1.1 400 Pa
 failed.``), ``{"data": null, "message": "...\\n", "errors": {...}}`` as pve-http-server formats them.
 Authentication failures are ``401 No ticket`` / ``401 Authentication failed!`` with an empty body,
 as pve-manager's auth_handler answers them; a failed login is ``401 authentication failure``.
+The fault rules of pve_sim.faults (5xx answers, reset connections) act on a request before anything else.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import socket
 import ssl
+import struct
 import subprocess
 import sys
 import threading
@@ -23,7 +26,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from pve_sim import schema
+from pve_sim import faults, schema
 from pve_sim.auth import AuthError, PermissionDenied
 from pve_sim.node import ApiError
 
@@ -81,6 +84,9 @@ class ApiHandler(BaseHTTPRequestHandler):
     # -- plumbing ----------------------------------------------------------------------------------
 
     def _reply(self, status, reason, body):
+        if getattr(self, "_reset_instead_of_reply", False):
+            self._reset()
+            return
         payload = b"" if body is None else json.dumps(body).encode("utf-8")
         self.send_response(status, reason)
         self.send_header("Cache-Control", "max-age=0")
@@ -138,7 +144,39 @@ class ApiHandler(BaseHTTPRequestHandler):
             store.verify_csrf(identity.userid, self.headers.get("CSRFPreventionToken"))
         return identity
 
+    def _reset(self):
+        """Reset the connection (TCP RST: SO_LINGER 0, then close), with no answer; the handler ends with it."""
+        self.close_connection = True
+        self._reset_instead_of_reply = False
+        try:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            # The socket closes for real (RST, not the FIN of a shutdown) only when its file objects are closed too;
+            # what the handler writes after this goes nowhere.
+            self.rfile.close()
+            self.wfile.close()
+            self.wfile = io.BytesIO()
+            self.connection.close()
+        except OSError:
+            pass
+
+    def _fault(self, method, rel):
+        """Apply the fault rule (pve_sim.faults) for this request, if one is live; True when the request ends here."""
+        rule = faults.take_request(self.server.node.state_dir, method, rel)
+        if rule is None:
+            return False
+        if rule.get("reset") == "after":
+            self._reset_instead_of_reply = True
+            return False
+        if rule.get("reset") == "before":
+            self._reset()
+        elif rule["status"] >= faults.NO_BODY_FROM:
+            self._reply(rule["status"], rule["message"], None)
+        else:
+            self._error(rule["status"], rule["message"])
+        return True
+
     def _handle(self, method):
+        self._reset_instead_of_reply = False
         try:
             self._dispatch(method)
         except (BrokenPipeError, ConnectionResetError):
@@ -152,6 +190,8 @@ class ApiHandler(BaseHTTPRequestHandler):
         rel = path[len(API_PREFIX):].rstrip("/") or "/"
         params = self._params()
         node = self.server.node
+        if self._fault(method, rel):
+            return
         if rel == "/access/ticket":
             if method == "GET":
                 self._reply(200, "OK", {"data": None})

@@ -14,6 +14,8 @@ import os
 import threading
 import time
 
+from pve_sim import faults
+
 _PID_COUNTER = itertools.count(1)
 
 
@@ -82,9 +84,11 @@ class Task:
 
 
 class TaskManager:
-    def __init__(self, node, log_dir):
+    def __init__(self, node, log_dir, fault_dir=None):
         self.node = node
         self.log_dir = log_dir
+        # Where the fault rules live (pve_sim.faults): a 'hang' rule keeps a new task running forever.
+        self.fault_dir = fault_dir
         os.makedirs(log_dir, exist_ok=True)
         self.pstart = _process_start_ticks()
         self.tasks = {}
@@ -100,6 +104,12 @@ class TaskManager:
         task = Task(upid, fields, os.path.join(self.log_dir, upid.replace(":", "_").replace("!", "_").replace("@", "_")))
         with self._lock:
             self.tasks[upid] = task
+        rule = faults.take_task(self.fault_dir, worker_type, worker_id) if self.fault_dir else None
+        if rule is not None:
+            # Never finishes: the work is not done, the status stays 'running' while the server runs.
+            for line in rule["log"]:
+                task.log(line)
+            return upid
         thread = threading.Thread(target=self._run, args=(task, function), name="task-%s-%s" % (worker_type, worker_id), daemon=True)
         thread.start()
         return upid

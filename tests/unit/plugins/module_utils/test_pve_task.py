@@ -95,7 +95,10 @@ def test_a_running_task_times_out_with_the_bound_and_the_log_so_far():
     with pytest.raises(TaskError) as caught:
         wait_for_task(task.status, task.get_log, UPID, 5, "starting CT 120", clock=clock.clock, sleep=clock.sleep)
     assert caught.value.exitstatus is None
-    assert str(caught.value) == "starting CT 120 did not finish within 5 s (task %s, still running); last log lines: starting CT 120" % UPID
+    assert str(caught.value) == (
+        "starting CT 120 did not finish within 5 s: task vzcreate on node pve1 (%s) is still running; it is not counted "
+        "as done and may yet succeed or fail: `pvenode task status %s` on node pve1 says how it ended; last log lines: "
+        "starting CT 120" % (UPID, UPID))
     assert 5.0 <= clock.now - 1000.0 < 5.01
     assert max(clock.sleeps) <= 1.0 and clock.sleeps[0] == pytest.approx(0.2)
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import re
+import socket
 import stat
 from unittest import mock
 
@@ -326,13 +328,20 @@ def test_api_backend_takes_the_shared_connection_options_and_the_old_timeout_nam
     factory.assert_called_once_with("127.0.0.1", port=8006, user="root@pam", password="pw", verify_ssl=verify, timeout=timeout)
 
 
-def test_api_backend_names_an_unreachable_api():
-    import requests
-
-    args = dict(API_ARGS, api_user="root@pam", api_password="pw")
-    with mock.patch.object(pve_api, "ProxmoxAPI", side_effect=requests.exceptions.ConnectionError("[Errno 111] Connection refused")):
-        result, failed = run_module(lxc_gpu_passthrough.main, args)
-    assert failed and result["msg"] == "cannot reach the Proxmox API at https://127.0.0.1:8006: [Errno 111] Connection refused"
+def test_api_backend_names_an_unreachable_api(monkeypatch):
+    # A port where nothing listens: the connection is refused, so the login never reached a node and is tried again.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    sleeps = []
+    monkeypatch.setattr(pve_api, "pause", sleeps.append)
+    args = dict(API_ARGS, api_user="root@pam", api_password="pw", api_port=port)
+    result, failed = run_module(lxc_gpu_passthrough.main, args)
+    assert failed and result["msg"].startswith(
+        "Proxmox API error for CT 120 on node pve1: POST /access/ticket (the login of root@pam): cannot reach the "
+        "Proxmox API at https://127.0.0.1:%d (" % port), result["msg"]
+    assert "Connection refused" in result["msg"] and re.search(r"\(tried 4 times over \d+\.\d s\)$", result["msg"])
+    assert sleeps == list(pve_api.RETRY_DELAYS)
 
 
 def test_api_backend_without_proxmoxer_names_the_library(monkeypatch):

@@ -178,8 +178,8 @@ def test_a_template_the_storage_does_not_hold_is_refused_before_anything_is_sent
 def test_a_template_storage_that_does_not_exist_is_proxmoxs_error(sim):
     module_args = args(sim, 309, ostemplate="nosuch:vztmpl/debian.tar.zst", config=CONFIG)
     result, failed = run_module(pve_lxc.main, module_args, check_mode=True)
-    assert failed and result["msg"] == ("Proxmox API error for CT 309 on node pve: 500 Internal Server Error: "
-                                        "storage 'nosuch' does not exist")
+    assert failed and result["msg"] == ("Proxmox API error for CT 309 on node pve: GET /nodes/pve/storage/nosuch/content "
+                                        "answered 500 Internal Server Error: storage 'nosuch' does not exist")
 
 
 def test_a_token_may_create_but_never_set_dev_entries(sim):
@@ -205,8 +205,9 @@ def test_missing_template_option_and_unprivileged_change_are_explained(sim):
 
 def test_api_errors_and_bad_credentials_name_the_cause(sim):
     result, failed = run_module(pve_lxc.main, args(sim, 307, ostemplate=TEMPLATE, config={"cores": "many"}))
-    assert failed and result["msg"].startswith("Proxmox API error for CT 307 on node pve: 400 Bad Request: Parameter verification failed.")
-    assert "cores" in result["msg"]
+    assert failed and result["msg"] == ("Proxmox API error for CT 307 on node pve: POST /nodes/pve/lxc (create CT 307) "
+                                        "answered 400 Bad Request: Parameter verification failed. - cores: type check "
+                                        "('integer') failed - got 'many'")
     result, failed = run_module(pve_lxc.main, dict(args(sim, 307, config=CONFIG), api_password="wrong"))
     assert failed and result["msg"].startswith("authentication to the Proxmox API at https://127.0.0.1:%d as root@pam failed" % sim["password"]["api_port"])
     assert "wrong" not in json.dumps(result)
