@@ -21,7 +21,7 @@ description:
   - Archives the files of every recorded deployment under the instance's state directory, so an earlier
     deployment can be restored exactly (the archive keeps environment files with mode 0600).
   - Reports C(changed) exactly when the deployment ID differs from the recorded one (or the record is missing).
-  - With O(unit), also says whether that unit's running invocation serves this deployment (RV(restart_needed)): the
+  - With O(unit), also says whether that unit's running invocation serves this deployment (RV(restart_needed)); the
     restart then follows from what runs, so a run killed after recording and before restarting the unit (a notified
     handler dies with its run) is completed by the next run, whose record is already unchanged.
 options:
@@ -186,7 +186,7 @@ running:
 restart_needed:
   description:
     - True when the unit of O(unit) has a running main process that does not carry this deployment's ID (another
-      deployment's, or none): it must restart to serve what was recorded. False when it already serves it, when it
+      deployment's, or none); it must restart to serve what was recorded. False when it already serves it, when it
       runs no process (starting it is enough), and without O(unit).
   returned: always
   type: bool
