@@ -22,6 +22,7 @@ import re
 from urllib.parse import quote, urljoin, urlsplit
 
 from ansible_collections.llmops.serving.plugins.module_utils import http_exchange
+from ansible_collections.llmops.serving.plugins.module_utils import redact as redaction
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 # huggingface_hub's repo id rule (utils/_validators.py: validate_repo_id): namespace/name of [\w.-], no "--" or "..".
@@ -56,16 +57,22 @@ class HubError(Exception):
 
 
 def redact(text, token):
-    """``text`` without the token (a server may echo what it was sent)."""
-    if token and text:
-        return text.replace(token, "********")
-    return text
+    """``text`` without the token, in any form a server may echo what it was sent in (URL-encoded, JSON-escaped, split
+    across lines: redact.redact_text), nor any other secret redact recognises."""
+    if not text:
+        return text
+    return redaction.redact_text(text, secrets=(token,) if token else ())
+
+
+def shortened(text, token, limit):
+    """``text`` for a message: masked as redact() masks it first, then cut to ``limit`` characters (redact.shortened:
+    cut first, a part of the token would survive the masking)."""
+    return redaction.shortened(text, limit, secrets=(token,) if token else ())
 
 
 def shown(value, token, limit=200):
-    """``value`` (JSON) for a message: the token masked first, then cut to ``limit`` characters (cut first, a part of
-    the token would survive the masking)."""
-    return redact(json.dumps(value), token)[:limit]
+    """``value`` (JSON) for a message: the token masked first, then cut to ``limit`` characters."""
+    return shortened(json.dumps(value), token, limit)
 
 
 def repo_id_error(repo_id):
@@ -119,12 +126,13 @@ class Hub:
                     validate_certs=self.validate_certs, use_proxy=True, max_body_bytes=MAX_API_BODY_BYTES,
                     ca_path=self.ca_path, use_netrc=False)
             except http_exchange.ExchangeError as exc:
-                raise HubError(UNREACHABLE, "%s %s: %s" % (method, url, redact(exc.reason, self.token))) from None
+                raise HubError(UNREACHABLE, "%s %s: %s" % (method, url, shortened(exc.reason, self.token, 500))) from None
             location = answer.headers.get("location")
             if answer.status in (301, 302, 307, 308) and location and method != "HEAD":
                 target = urljoin(url, location)
                 if _origin(target) != _origin(self.endpoint):
-                    raise HubError(PROTOCOL, "%s redirects to another origin (%s): not followed" % (url, target))
+                    raise HubError(PROTOCOL, "%s redirects to another origin (%s): not followed" % (
+                        url, shortened(target, self.token, 500)))
                 url = target
                 continue
             return url, answer
@@ -134,7 +142,7 @@ class Hub:
         """The HubError for an answer that is not 2xx/3xx, read as huggingface_hub reads it."""
         code = answer.headers.get("x-error-code")
         server = answer.headers.get("x-error-message") or _body_error(answer.text)
-        server = redact(server, self.token)[:500] if server else server
+        server = shortened(server, self.token, 500) if server else server
         said = " (the hub said: %s)" % server if server else ""
         if code == "RevisionNotFound":
             return HubError(REVISION_NOT_FOUND, "revision %r of %s was not found on %s%s" % (
@@ -188,7 +196,8 @@ class Hub:
             if url is None:
                 return entries
             if _origin(url) != _origin(self.endpoint):
-                raise HubError(PROTOCOL, "the tree listing's next page is on another origin: %s" % url)
+                raise HubError(PROTOCOL, "the tree listing's next page is on another origin: %s" % (
+                    shortened(url, self.token, 500)))
         raise HubError(PROTOCOL, "the tree listing of %s has more than %d pages" % (repo_id, MAX_TREE_PAGES))
 
     def check_download_access(self, repo_id, commit, path):
@@ -222,7 +231,8 @@ def file_entries(entries, token=None):
     """The files of a tree listing: ({path: {"size", "blob_id", "sha256"}}, [why each unusable entry is left out]).
 
     A file's hash is its LFS sha256 when it is stored with LFS, else its git blob id (sha1 over "blob <size>\\0" and
-    the bytes). Entries that are not files are skipped; malformed ones are named."""
+    the bytes). Entries that are not files are skipped; malformed ones are named, and so is a file whose path carries
+    ``token`` (a hub that echoes it there would have it in every list of files a result shows)."""
     files = {}
     refused = []
     for entry in entries:
@@ -238,6 +248,9 @@ def file_entries(entries, token=None):
                 not isinstance(oid, str) or not re.match(r"^[0-9a-f]{40}$", oid) or \
                 (lfs is not None and not (isinstance(sha256, str) and SHA256_RE.match(sha256))):
             refused.append("a malformed file entry: %s" % shown(entry, token))
+            continue
+        if token and redaction.mask_secrets(path, (token,)) != path:
+            refused.append("a file entry whose path carries the token: %s" % shown(entry, token))
             continue
         files[path] = {"size": size, "blob_id": oid, "sha256": sha256}
     return files, refused

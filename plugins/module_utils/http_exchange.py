@@ -9,6 +9,8 @@ anything that is not an answer - refused, reset, timed out, a TLS failure, a bod
 the caller allows - raises ExchangeError with the reason. Redirects are never followed (a server that redirects is
 not the one asked), no proxy is used unless asked, and the API key goes only into the Authorization header.
 request() also returns the answer's headers (hf_hub reads the Hub's X-Error-Code and Link pagination from them).
+An ExchangeError's reason may quote the peer (a status line that is not one): it is masked by redact, with the API key
+in all its forms, and shortened to MAX_REASON_CHARS after that; the answer itself is returned as it came.
 
 ``timeout`` is the deadline of the whole exchange - connect, TLS, status line, headers and the whole body - not of
 each socket operation: a peer that trickles its answer a byte at a time, or never ends a chunked body, cannot keep a
@@ -36,8 +38,12 @@ from urllib.error import HTTPError
 
 from ansible.module_utils.urls import open_url
 
+from ansible_collections.llmops.serving.plugins.module_utils import redact
+
 # A /metrics page of a busy SGLang is some 100 KiB and a chat completion a few; more than this is not a server of ours.
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+# What an ExchangeError's reason quotes at most (http.client quotes a bad status line whole, up to 64 KiB).
+MAX_REASON_CHARS = 500
 
 
 class ExchangeError(Exception):
@@ -193,6 +199,10 @@ def request(url, method="GET", body=None, api_key=None, accept="application/json
                                                     ca_path, use_netrc, max_body_bytes)
     except _DeadlinePassed:
         raise clock.error() from None
+    except ExchangeError as exc:
+        # A bad status line is quoted up to its line break: a key split across lines ends it cut.
+        raise ExchangeError(redact.shortened(exc.reason, MAX_REASON_CHARS, secrets=(api_key,) if api_key else (),
+                                             ends_cut=True)) from None
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw or "")
     lowered = dict((name.lower(), value) for name, value in (answer_headers.items() if answer_headers else ()))
     return Answer(status, lowered, text)

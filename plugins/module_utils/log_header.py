@@ -17,6 +17,7 @@ import datetime
 import os
 import re
 
+from ansible_collections.llmops.serving.plugins.module_utils import redact
 from ansible_collections.llmops.serving.plugins.module_utils.deployment_layout import HEADER_KEYS, HEADER_MARKER
 
 HEADER_REQUIRED_KEYS = HEADER_KEYS
@@ -72,7 +73,7 @@ def _malformed(why, key=None):
 def _check_value(key, value):
     pattern, form = _VALUE_FORMS[key]
     if not pattern.match(value):
-        raise _malformed("%s=%s is not %s" % (key, ascii(value)[1:-1][:80], form), key)
+        raise _malformed("%s=%s is not %s" % (key, redact.shortened(ascii(value)[1:-1], 80), form), key)
     if key == "pid":
         if int(value) > PID_MAX:
             raise _malformed("pid=%s is not %s" % (value, form), key)
@@ -95,22 +96,22 @@ def parse_header_line(line):
     if line.endswith("\n"):
         line = line[:-1]
     if not line.startswith(HEADER_MARKER + " "):
-        raise HeaderError("the first line does not start with %r: %r" % (HEADER_MARKER, line[:120]))
+        raise HeaderError("the first line does not start with %r: %r" % (HEADER_MARKER, redact.shortened(line, 120)))
     header = {}
     for token in line[len(HEADER_MARKER) + 1:].split(" "):
         key, separator, value = token.partition("=")
         if not token:
             raise _malformed("tokens are separated by more than one space, or the line ends with one")
         if not separator or not key:
-            raise _malformed("token %s is not key=value" % ascii(token)[:80])
+            raise _malformed("token %s is not key=value" % redact.shortened(ascii(token), 80))
         if key not in HEADER_KEYS:
-            raise _malformed("unknown key %s (a header has exactly %s)" % (ascii(key)[:40], ", ".join(HEADER_KEYS)), key)
+            raise _malformed("unknown key %s (a header has exactly %s)" % (redact.shortened(ascii(key), 40), ", ".join(HEADER_KEYS)), key)
         if key in header:
             raise _malformed("key %s appears more than once" % key, key)
         header[key] = value
     missing = [key for key in HEADER_KEYS if key not in header]
     if missing:
-        raise _malformed("it lacks %s: %r" % (", ".join(missing), line[:200]), missing[0])
+        raise _malformed("it lacks %s: %r" % (", ".join(missing), redact.shortened(line, 200)), missing[0])
     return {key: _check_value(key, header[key]) for key in HEADER_KEYS}
 
 
@@ -173,7 +174,8 @@ def read_log_summary(path, tail_bytes=TAIL_BYTES):
     ``header`` (dict or None), ``header_error`` (text or None), ``header_malformed`` (True when the first line claims
     to be the launcher's header but breaks its format: a failure, not a file without a header), ``header_error_key``
     (the header key at fault, or None), ``offset`` (byte after the header line; 0 without a valid header),
-    ``last_timestamp``, ``last_line``. Identity and size come from fstat of the same open file.
+    ``last_timestamp``, ``last_line`` (masked by redact, then shortened to 500 characters). Identity and size come
+    from fstat of the same open file.
     """
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
@@ -212,5 +214,5 @@ def read_log_summary(path, tail_bytes=TAIL_BYTES):
         "header_error_key": header_error_key,
         "offset": offset,
         "last_timestamp": found,
-        "last_line": line[:500] if line is not None else None,
+        "last_line": redact.shortened(line, 500),
     }

@@ -440,9 +440,8 @@ def describe_process(pid, proc_root=None, btime=None, ticks_per_second=None, cmd
     comm = redact.redact_text(parsed["comm"]) if parsed else None
     cmdline = None
     if argv is not None:
-        cmdline = redact.command_line(argv) if argv else "[%s]" % (comm or "?")
-        if len(cmdline) > cmdline_limit:
-            cmdline = cmdline[:cmdline_limit - 3] + "..."
+        cmdline = redact.shortened(redact.command_line(argv) if argv else "[%s]" % (comm or "?"), cmdline_limit,
+                                   ellipsis="...")
     return {
         "pid": pid,
         "cmdline": cmdline,

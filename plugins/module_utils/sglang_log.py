@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 import re
 
-from ansible_collections.llmops.serving.plugins.module_utils.redact import redact_text
+from ansible_collections.llmops.serving.plugins.module_utils.redact import shortened
 
 DEFAULT_CHUNK_SIZE = 65536
 DEFAULT_MAX_LINE_BYTES = 1048576
@@ -272,7 +272,7 @@ def _decode(data):
 
 def quoted(line):
     """A log line as results and messages quote it: secrets masked (redact), then shortened to MAX_QUOTED_LINE_CHARS."""
-    return redact_text(line)[:MAX_QUOTED_LINE_CHARS]
+    return shortened(line, MAX_QUOTED_LINE_CHARS)
 
 
 def _summary(values, keys):

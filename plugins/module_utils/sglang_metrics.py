@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 import re
 
+from ansible_collections.llmops.serving.plugins.module_utils import redact
+
 RUNNING = "sglang:num_running_reqs"
 QUEUED = "sglang:num_queue_reqs"
 
@@ -65,11 +67,11 @@ def _sample_value(line, position):
     if not fields:
         raise ValueError("the line has no value")
     if len(fields) > 2:
-        raise ValueError("unexpected text after the value: %r" % " ".join(fields[2:])[:80])
+        raise ValueError("unexpected text after the value: %r" % redact.shortened(" ".join(fields[2:]), 80))
     if not _VALUE_RE.fullmatch(fields[0]):
-        raise ValueError("the value %r is not a number" % fields[0][:80])
+        raise ValueError("the value %r is not a number" % redact.shortened(fields[0], 80))
     if len(fields) == 2 and not _TIMESTAMP_RE.fullmatch(fields[1]):
-        raise ValueError("the timestamp %r is not an integer" % fields[1][:80])
+        raise ValueError("the timestamp %r is not an integer" % redact.shortened(fields[1], 80))
     return float(fields[0])
 
 

@@ -16,6 +16,8 @@ import ipaddress
 import json
 import re
 
+from ansible_collections.llmops.serving.plugins.module_utils import redact
+
 MAX_URL_CHARS = 2048
 SCHEMES = ("http", "https")
 
@@ -120,7 +122,7 @@ def normalize_worker_url(url):
     return ("%s://%s%s%s" % (match.group("scheme").lower(), authority.lower(), slash, path)).rstrip("/")
 
 
-def _loads(text, what):
+def _loads(text, what, secrets=()):
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8", errors="replace")
     if not isinstance(text, str):
@@ -128,19 +130,20 @@ def _loads(text, what):
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise ValueError("%s is not JSON (%s): %r" % (what, exc, text[:200]))
+        raise ValueError("%s is not JSON (%s): %r" % (what, exc, redact.shortened(text, 200, secrets=secrets)))
     if not isinstance(data, dict):
         raise ValueError("%s is not a JSON object but %s" % (what, type(data).__name__))
     return data
 
 
-def parse_workers(text):
+def parse_workers(text, secrets=()):
     """The body of ``GET /workers``: a list of ``{id, url, is_healthy, model_id, worker_type, load}``.
 
     Raises ValueError naming what is wrong: not JSON, no ``workers`` list, an entry without a string ``url`` or ``id``,
-    or an ``is_healthy`` that is not a boolean.
+    or an ``is_healthy`` that is not a boolean. What the message quotes of the body is masked (redact, with ``secrets``:
+    the key the request carried) before it is shortened.
     """
-    data = _loads(text, "the worker list")
+    data = _loads(text, "the worker list", secrets)
     if "workers" not in data:
         raise ValueError("the worker list has no 'workers' key (keys: %s)" % ", ".join(sorted(map(str, data))[:10]))
     entries = data["workers"]
@@ -155,7 +158,7 @@ def parse_workers(text):
                 raise ValueError("workers[%d] has no string '%s'" % (index, key))
         if not isinstance(entry.get("is_healthy"), bool):
             raise ValueError("workers[%d] (%s) has an 'is_healthy' that is not true or false: %r" % (
-                index, entry["url"][:200], entry.get("is_healthy")))
+                index, redact.shortened(entry["url"], 200, secrets=secrets), entry.get("is_healthy")))
         workers.append({
             "id": entry["id"],
             "url": entry["url"],

@@ -257,33 +257,42 @@ def _post(module, endpoint, body, api_key):
         status, text = http_exchange.exchange(endpoint, method="POST", body=body, api_key=api_key,
                                               timeout=module.params["timeout"], use_proxy=module.params["use_proxy"])
     except http_exchange.ExchangeError as exc:
-        raise ProbeError("POST %s failed: %s" % (endpoint, _scrub(exc.reason, api_key)[:MAX_ERROR_BODY_CHARS]))
+        raise ProbeError("POST %s failed: %s" % (endpoint, _shortened(exc.reason, MAX_ERROR_BODY_CHARS, api_key)))
     if status != 200:
-        raise ProbeError("POST %s returned %s: %s" % (endpoint, status, _scrub(text, api_key)[:MAX_ERROR_BODY_CHARS]))
+        raise ProbeError("POST %s returned %s: %s" % (endpoint, status, _shortened(text, MAX_ERROR_BODY_CHARS, api_key)))
     try:
         return json.loads(text)
     except ValueError:
-        raise ProbeError("POST %s returned a body that is not JSON: %r" % (endpoint, _scrub(text[:200], api_key)))
+        raise ProbeError("POST %s returned a body that is not JSON: %r" % (endpoint, _shortened(text, 200, api_key)))
 
 
-def _text_metrics(text):
+def _shortened(text, limit, secret):
+    """``text`` masked as _scrub() masks it, then cut to ``limit`` characters (redact.shortened: never cut first)."""
+    return redact.shortened("" if text is None else text, limit, secrets=(secret,))
+
+
+def _text_metrics(text, secret=None):
+    """Metrics and a preview of a generated text. The key is masked before anything is measured or quoted: a server
+    may echo it, and a repeated n-gram or the preview would otherwise quote a cut of it."""
     if text is None or text == "":
         return None
+    text = redact.mask_secrets(text, (secret,))
     metrics = measure(text)
     result = dict((key, metrics[key]) for key in METRIC_KEYS)
-    result["preview"] = text[:PREVIEW_CHARS]
+    result["preview"] = _shortened(text, PREVIEW_CHARS, secret)
     return result
 
 
-def measure_response(index, prompt, response):
-    """Per-sample record from one OpenAI-style chat-completion response."""
+def measure_response(index, prompt, response, secret=None):
+    """Per-sample record from one OpenAI-style chat-completion response; ``secret`` (the API key) is masked in it."""
     choices = response.get("choices") or []
     if not choices or not isinstance(choices[0], dict):
-        raise ProbeError("response %d has no choices: %s" % (index, json.dumps(response)[:MAX_ERROR_BODY_CHARS]))
+        raise ProbeError("response %d has no choices: %s" % (
+            index, _shortened(json.dumps(response), MAX_ERROR_BODY_CHARS, secret)))
     choice = choices[0]
     message = choice.get("message") or {}
-    content = _text_metrics(message.get("content"))
-    reasoning = _text_metrics(message.get("reasoning_content"))
+    content = _text_metrics(message.get("content"), secret)
+    reasoning = _text_metrics(message.get("reasoning_content"), secret)
     reasons = []
     for label, metrics in (("reasoning_content", reasoning), ("content", content)):
         if metrics and metrics["degenerate"]:
@@ -358,7 +367,7 @@ def main():
             body["chat_template_kwargs"] = chat_template_kwargs
         try:
             response = _post(module, endpoint, body, api_key)
-            result["samples"].append(_scrub_deep(measure_response(index, prompt, response), api_key))
+            result["samples"].append(_scrub_deep(measure_response(index, prompt, response, api_key), api_key))
         except ProbeError as exc:
             module.fail_json(msg="generation probe request %d of %d failed: %s" % (index + 1, num_samples, _scrub(exc, api_key)),
                              **_scrub_deep(result, api_key))

@@ -96,6 +96,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils import http_exchange
+from ansible_collections.llmops.serving.plugins.module_utils import redact
 from ansible_collections.llmops.serving.plugins.module_utils import sglang_metrics
 
 # The most a single request waits when the run still has more time than that.
@@ -150,7 +151,7 @@ class Drain:
             raise Retry("GET %s failed: %s" % (self.metrics_url, exc.reason))
         if status == 200:
             return text
-        quoted = text.strip()[:MAX_BODY_QUOTE_CHARS] or "(empty body)"
+        quoted = redact.shortened(text.strip(), MAX_BODY_QUOTE_CHARS) or "(empty body)"
         answer = "GET %s answered %s: %s" % (self.metrics_url, status, quoted)
         if status >= 500 or status in RETRY_STATUSES:
             raise Retry(answer)
@@ -173,13 +174,18 @@ class Drain:
             self.idle_streak = 0
             return False
         except Fatal as exc:
-            self.module.fail_json(msg=str(exc), **self.result())
+            self.fail(str(exc))
         self.last_error = None
         if self.counts["running"] == 0 and self.counts["queued"] == 0:
             self.idle_streak += 1
         else:
             self.idle_streak = 0
         return self.idle_streak >= self.settle_polls
+
+    def fail(self, msg):
+        """Fail with ``msg``: what it quotes of the server (a body, a metrics line) masked by redact, as the URL's
+        password is."""
+        self.module.fail_json(msg=redact.redact_text(msg), **self.result())
 
     def fail_on_timeout(self):
         if self.remaining() > 0:
@@ -188,13 +194,12 @@ class Drain:
         if self.last_error is not None:
             counts = ("; the last successful read showed %d running and %d queued requests"
                       % (self.counts["running"], self.counts["queued"]) if self.counts else "")
-            self.module.fail_json(msg="%s did not answer with its metrics within %d s (%d reads, waited %.1f s): %s%s" % (
-                self.base_url, self.timeout, self.polls, result["waited_seconds"], self.last_error, counts), **result)
-        self.module.fail_json(msg="%s still had %d running and %d queued requests after %.1f s (timeout %d s, %d reads, "
-                                  "%d consecutive idle of the %d needed)" % (
-                                      self.base_url, self.counts["running"], self.counts["queued"],
-                                      result["waited_seconds"], self.timeout, self.polls, self.idle_streak,
-                                      self.settle_polls), **result)
+            self.fail("%s did not answer with its metrics within %d s (%d reads, waited %.1f s): %s%s" % (
+                self.base_url, self.timeout, self.polls, result["waited_seconds"], self.last_error, counts))
+        self.fail("%s still had %d running and %d queued requests after %.1f s (timeout %d s, %d reads, "
+                  "%d consecutive idle of the %d needed)" % (
+                      self.base_url, self.counts["running"], self.counts["queued"], result["waited_seconds"],
+                      self.timeout, self.polls, self.idle_streak, self.settle_polls))
 
 
 def main():
@@ -211,7 +216,8 @@ def main():
     if params["timeout"] < 0 or params["poll_interval"] <= 0 or params["settle_polls"] < 1:
         module.fail_json(msg="timeout must be >= 0, poll_interval > 0 and settle_polls >= 1", changed=False)
     if not params["url"].lower().startswith(("http://", "https://")):
-        module.fail_json(msg="url must start with http:// or https://, got %r" % params["url"][:200], changed=False)
+        module.fail_json(msg="url must start with http:// or https://, got %r" % redact.shortened(params["url"], 200),
+                         changed=False)
     drain = Drain(module)
     while True:
         if drain.poll():

@@ -242,8 +242,12 @@ class Router:
     def remaining(self):
         return self.deadline - time.monotonic()
 
+    @property
+    def secrets(self):
+        return (self.api_key,) if self.api_key else ()
+
     def scrub(self, value):
-        return redact.redact_deep(value, secrets=(self.api_key,) if self.api_key else ())
+        return redact.redact_deep(value, secrets=self.secrets)
 
     def request(self, method, path, body=None):
         """(status, body text) of one request; RouterError for anything but an HTTP answer, and for 401."""
@@ -259,11 +263,11 @@ class Router:
         return status, text
 
     def fail(self, msg, **result):
-        self.module.fail_json(msg=redact.redact_text(msg, secrets=(self.api_key,) if self.api_key else ()),
-                              **self.scrub(result))
+        self.module.fail_json(msg=redact.redact_text(msg, secrets=self.secrets), **self.scrub(result))
 
     def describe(self, method, path, status, text):
-        return "%s %s%s answered %s: %s" % (method, self.base_url, path, status, text.strip()[:MAX_BODY_QUOTE_CHARS] or "(empty body)")
+        quoted = redact.shortened(text.strip(), MAX_BODY_QUOTE_CHARS, secrets=self.secrets)
+        return "%s %s%s answered %s: %s" % (method, self.base_url, path, status, quoted or "(empty body)")
 
     def workers(self, result):
         try:
@@ -273,7 +277,7 @@ class Router:
         if status != 200:
             self.fail(self.describe("GET", "/workers", status, text) + "; is %s an sglang-router?" % self.base_url, **result)
         try:
-            return sglang_router.parse_workers(text)
+            return sglang_router.parse_workers(text, secrets=self.secrets)
         except ValueError as exc:
             self.fail("GET %s/workers: %s" % (self.base_url, exc), **result)
 
@@ -385,7 +389,7 @@ def main():
     for index, worker_url in enumerate(params["workers"]):
         error = sglang_router.worker_url_error(worker_url)
         if error:
-            module.fail_json(msg="workers[%d] %s: %s" % (index, error, redact.redact_text(ascii(worker_url)[:120])),
+            module.fail_json(msg="workers[%d] %s: %s" % (index, error, redact.shortened(ascii(worker_url), 120)),
                              **result)
         normalized = sglang_router.normalize_worker_url(worker_url)
         if normalized in first_index:

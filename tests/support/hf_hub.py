@@ -3,14 +3,17 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The Hugging Face Hub stand-in (simulators/hf_hub) for tests: a root with the stand-in model, the server as a
-subprocess on 127.0.0.1 with ports it picks itself, and the real `hf` of the project's virtualenv pointed at it."""
+subprocess on 127.0.0.1 with ports it picks itself, and the real `hf` of the project's virtualenv pointed at it; and a
+hostile server on 127.0.0.1 that answers whatever a test tells it to (``hostile``)."""
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -148,3 +151,44 @@ def hf_hub(tmp_path):
     yield _start
     for hub in started:
         hub.stop()
+
+
+# -- a hostile server -------------------------------------------------------------------------------------------------
+
+
+class Hostile(http.server.BaseHTTPRequestHandler):
+    """Answers what a test put in ``server.answers`` by path; records what it was sent."""
+
+    def log_message(self, format, *args):  # pylint: disable=redefined-builtin
+        pass
+
+    def do_GET(self):  # pylint: disable=invalid-name
+        self.server.seen.append((self.path, self.headers.get("Authorization")))
+        status, headers, body = self.server.answers.get(self.path.split("?")[0], (404, {}, b"{}"))
+        if callable(body):
+            body = body(self)
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_HEAD = do_GET
+
+
+@pytest.fixture
+def hostile():
+    servers = []
+
+    def _start(answers):
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
+        server.answers, server.seen = answers, []
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+        servers.append(server)
+        return server, "http://127.0.0.1:%d" % server.server_address[1]
+
+    yield _start
+    for server in servers:
+        server.shutdown()
+        server.server_close()

@@ -3,16 +3,22 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Stand-ins for the kernel and systemd that the unit checks read: a /proc tree in the kernel's formats and a
-``systemctl show`` that answers from a script; and what a hostile service user leaves in its log directory (a root-only
-secret to point at, a time limit for code that could block). Shared by the procfs, systemd_show, unit_check,
-service_files and module tests."""
+``systemctl show`` that answers from a script; what a hostile service user leaves in its log directory (a root-only
+secret to point at, a time limit for code that could block); and how a hostile peer echoes the key it was sent (the
+forms, a text that puts one across a module's cut, the check that no part of the key came back). Shared by the procfs,
+systemd_show, unit_check, service_files, redact and module tests."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import random
+import re
 import signal
+import string
 from unittest import mock
+from urllib.parse import quote
 
 from ansible.module_utils import basic
 
@@ -223,3 +229,52 @@ def within(seconds):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+# --------------------------------------------------------------------------- a peer that echoes the key
+
+KEY_WINDOW_CHARS = 6
+
+
+def random_key(seed, prefix="sk-", length=32):
+    """A real-looking key, the same for the same ``seed``: ``prefix`` and ``length`` URL-safe characters, with ``+``,
+    ``/`` and ``=`` among them (the characters whose URL-encoded and JSON-escaped forms differ from themselves)."""
+    chooser = random.Random(seed)
+    body = [chooser.choice(string.ascii_letters + string.digits + "-_") for _index in range(length)]
+    for index, char in ((2, "+"), (7, "/"), (13, "="), (19, "+"), (26, "/"), (length - 1, "=")):
+        body[index] = char
+    return prefix + "".join(body)
+
+
+def echoed_forms(key):
+    """{name: text}: ``key`` as a peer's answer may carry it, byte for byte: as sent, URL-encoded (upper- and
+    lower-case hex), JSON-escaped (with an escaped solidus, or \\uXXXX for all but letters and digits), and split
+    across lines (raw line breaks as an error page wraps a long line, and ``\\n`` escaped inside a JSON string)."""
+    url = quote(key, safe="")
+    return {
+        "plain": key,
+        "url_encoded": url,
+        "url_encoded_lower_hex": re.sub(r"%[0-9A-F]{2}", lambda escape: escape.group().lower(), url),
+        "json_escaped": json.dumps(key)[1:-1].replace("/", "\\/"),
+        "json_unicode_escaped": "".join(char if char.isalnum() else "\\u%04x" % ord(char) for char in key),
+        "split_across_lines": key[:11] + "\r\n  " + key[11:23] + "\n" + key[23:],
+        "split_across_lines_json": key[:11] + "\\n" + key[11:23] + "\\r\\n" + key[23:],
+    }
+
+
+def across_cut(form, cut, before_cut, prefix="", suffix=" (refused)"):
+    """A text in which ``form`` starts ``before_cut`` characters before character ``cut`` (None: well before it, whole
+    within the first ``cut`` characters), after ``prefix`` and filler, and followed by ``suffix``."""
+    if before_cut is None:
+        return prefix + "x" * 10 + form + suffix
+    return prefix + "x" * (cut - before_cut - len(prefix)) + form + suffix + "y" * cut
+
+
+def key_windows_shown(key, *values):
+    """The KEY_WINDOW_CHARS-character windows of ``key`` and of its URL-encoded form that appear in any of ``values``
+    (texts as they are, anything else as JSON): empty when no part of the key came back."""
+    text = "\n".join(value if isinstance(value, str) else json.dumps(value, default=str) for value in values)
+    windows = set()
+    for form in (key, quote(key, safe="")):
+        windows.update(form[start:start + KEY_WINDOW_CHARS] for start in range(len(form) - KEY_WINDOW_CHARS + 1))
+    return sorted(window for window in windows if window in text)

@@ -5,10 +5,8 @@
 """module_utils/hf_hub: the Hub's protocol against the Hub stand-in (simulators/hf_hub) and against a hostile server."""
 from __future__ import annotations
 
-import http.server
 import json
 import socket
-import threading
 
 import pytest
 
@@ -98,44 +96,6 @@ def test_tls_with_the_sites_ca(hf_hub):
 
 
 # -- a hostile server -------------------------------------------------------------------------------------------------
-
-
-class Hostile(http.server.BaseHTTPRequestHandler):
-    """Answers what a test put in ``server.answers`` by path; records what it was sent."""
-
-    def log_message(self, format, *args):  # pylint: disable=redefined-builtin
-        pass
-
-    def do_GET(self):  # pylint: disable=invalid-name
-        self.server.seen.append((self.path, self.headers.get("Authorization")))
-        status, headers, body = self.server.answers.get(self.path.split("?")[0], (404, {}, b"{}"))
-        if callable(body):
-            body = body(self)
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    do_HEAD = do_GET
-
-
-@pytest.fixture
-def hostile():
-    servers = []
-
-    def _start(answers):
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
-        server.answers, server.seen = answers, []
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return server, "http://127.0.0.1:%d" % server.server_address[1]
-
-    yield _start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_server_that_echoes_the_token_never_gets_it_into_a_message(hostile):

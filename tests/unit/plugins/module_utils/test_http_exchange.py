@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import http_exchange
+from ansible_collections.llmops.serving.tests.unit.fakes import echoed_forms, key_windows_shown, random_key
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -254,3 +255,24 @@ def test_outside_the_main_thread_the_body_is_still_bounded(server, peers):
     assert len(results) == 3 and all(isinstance(result, tuple) and result[0] < TIMEOUT + SLACK for result in results), results
     status, _text = http_exchange.exchange(server + "/ok", timeout=5)
     assert status == 200
+
+
+# A status line that is not one is quoted by http.client in its exception: the reason masks the key in it.
+PEER_KEY = random_key(7)
+
+
+@pytest.mark.parametrize("form", sorted(echoed_forms(PEER_KEY)))
+def test_a_bad_status_line_that_echoes_the_key_is_quoted_without_it(peers, form):
+    url = peers(("HTTP/1.1 4o1 refused %s\r\n\r\n" % echoed_forms(PEER_KEY)[form]).encode())
+    with pytest.raises(http_exchange.ExchangeError) as caught:
+        http_exchange.request(url, api_key=PEER_KEY, timeout=TIMEOUT)
+    assert "4o1 refused" in caught.value.reason
+    assert not key_windows_shown(PEER_KEY, caught.value.reason), caught.value.reason
+
+
+def test_a_long_bad_status_line_is_quoted_shortened(peers):
+    url = peers(b"HTTP/1.1 4o1 " + b"x" * 60000 + b"\r\n\r\n")
+    with pytest.raises(http_exchange.ExchangeError) as caught:
+        http_exchange.request(url, timeout=TIMEOUT)
+    assert caught.value.reason.startswith("HTTP/1.1 4o1 xxx")
+    assert len(caught.value.reason) == http_exchange.MAX_REASON_CHARS

@@ -7,11 +7,13 @@
 from __future__ import annotations
 
 import os
+from urllib.parse import quote
 
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import log_header
 from ansible_collections.llmops.serving.plugins.module_utils.deployment_layout import HEADER_KEYS
+from ansible_collections.llmops.serving.tests.unit.fakes import key_windows_shown, random_key
 
 HEADER = ("# llmops-serving instance=qwen36 deployment_id=" + "3f" * 32 + " invocation_id=6f1c3e0b9a8d4c2e8f7a6b5c4d3e2f10"
           " pid=4711 started_at=2026-11-29T19:45:01Z unit=sglang-qwen36.service")
@@ -226,3 +228,20 @@ def test_read_log_summary_reads_a_bounded_amount_of_a_huge_sparse_file(tmp_path,
     assert summary["last_timestamp"] == "2026-04-08T14:05:21"
     assert summary["header"]["invocation_id"] == "6f1c3e0b9a8d4c2e8f7a6b5c4d3e2f10"
     assert sum(read_bytes) <= log_header.HEADER_MAX_BYTES + log_header.TAIL_BYTES + 1
+
+
+@pytest.mark.parametrize("before_cut", [5, 13, 30])
+def test_a_secret_across_the_last_lines_cut_and_in_a_line_that_is_no_header_is_masked_first(tmp_path, before_cut):
+    # Cut first, the password would lose the "@" after it and no longer look like one.
+    password = quote(random_key(8), safe="")
+    line = "x" * (500 - len("[2026-04-08 14:05:21] GET https://admin:") - before_cut)
+    line = "[2026-04-08 14:05:21] GET https://admin:%s%s@10.0.0.5/v1 failed" % (line, password)
+    path = tmp_path / "run.log"
+    write_log(path, [DECODE_TP0, line])
+    summary = log_header.read_log_summary(str(path))
+    assert summary["last_line"].startswith("[2026-04-08 14:05:21] GET https://admin:") and len(summary["last_line"]) <= 500
+    assert not key_windows_shown(password, summary["last_line"]), summary["last_line"]
+    first = "api_key='%s' %s" % (password, "y" * 300)
+    with pytest.raises(log_header.HeaderError) as refused:
+        log_header.parse_header_line(first)
+    assert "does not start with" in str(refused.value) and not key_windows_shown(password, str(refused.value))

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.llmops.serving.plugins.modules import generation_probe
+from ansible_collections.llmops.serving.tests.unit.fakes import across_cut, echoed_forms, key_windows_shown, random_key
 from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
 
 API_KEY = "sk-test-7f3a9c1e55"
@@ -43,9 +44,10 @@ CJK_TEMPLATE_LOOP = (DEGENERATION_DATA / "vllm-13952-template-loop.txt").read_te
 class FakeServer:
     """OpenAI-style /v1/chat/completions with canned answers; records each request."""
 
-    def __init__(self, behaviour="varied", require_key=API_KEY, max_requests=20, content=None):
+    def __init__(self, behaviour="varied", require_key=API_KEY, max_requests=20, content=None, answer=None):
         self.behaviour = behaviour
         self.content = content
+        self.answer = answer
         self.require_key = require_key
         self.max_requests = max_requests
         self.requests = []
@@ -68,6 +70,18 @@ class FakeServer:
                 if server.behaviour == "error_echoing_cut_header":
                     # A proxy that quotes the start of the header it rejected: not the whole key, so not the literal.
                     return self._send(502, {"error": "upstream refused Authorization: %s..." % self.headers.get("Authorization")[:17]})
+                if server.behaviour == "answer":  # (status, body text) as the test wrote it
+                    status, text = server.answer
+                    data = text.encode("utf-8")
+                    self.send_response(status)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return None
+                if server.behaviour == "raw":  # bytes as the test wrote them, status line included
+                    self.wfile.write(server.answer.encode("utf-8"))
+                    self.close_connection = True
+                    return None
                 if server.behaviour == "not_json":
                     self.send_response(200)
                     self.end_headers()
@@ -305,3 +319,57 @@ def test_cjk_block_loop_with_high_acceptance_is_a_sampling_loop(server_factory):
     assert result["degenerate"] is True
     assert result["diagnosis"]["verdict"] == "sampling loop"
     assert "content: the 121-token sequence '台灣最受歡迎的飲料是奶茶" in result["msg"]
+
+
+# --------------------------------------------------------------------------- a server that echoes the key
+
+PEER_KEY = random_key(1)
+FORMS = echoed_forms(PEER_KEY)
+# Where the echoed key starts: well before the module's cut, or so many characters before it (-4: all but its last 4).
+PLACES = [None, 7, 13, -4]
+
+
+def _place(form, place):
+    return len(form) + place if place is not None and place < 0 else place
+
+
+def _probe(server_factory, **server):
+    probe = server_factory(require_key=PEER_KEY, **server)
+    return run_module(generation_probe.main, _args(probe, api_key=PEER_KEY, num_samples=1))
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_a_key_echoed_in_an_error_body_comes_back_in_no_form(server_factory, form, place):
+    body = across_cut(FORMS[form], generation_probe.MAX_ERROR_BODY_CHARS, _place(FORMS[form], place),
+                      prefix='{"error": "bad key ', suffix='", "code": 401}')
+    result, failed = _probe(server_factory, behaviour="answer", answer=(500, body))
+    assert failed and "returned 500" in result["msg"]
+    assert not key_windows_shown(PEER_KEY, result), result["msg"]
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_a_key_echoed_in_a_body_that_is_not_json_comes_back_in_no_form(server_factory, form, place):
+    body = across_cut(FORMS[form], 200, _place(FORMS[form], place), prefix="<html><p>key ", suffix="</p></html>")
+    result, failed = _probe(server_factory, behaviour="answer", answer=(200, body))
+    assert failed and "not JSON" in result["msg"]
+    assert not key_windows_shown(PEER_KEY, result), result["msg"]
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_a_key_echoed_in_the_generated_text_comes_back_in_no_form(server_factory, form, place):
+    content = across_cut(FORMS[form], generation_probe.PREVIEW_CHARS, _place(FORMS[form], place),
+                         prefix="Sure. The key in your request was ", suffix=" and that is all.")
+    result, _failed = _probe(server_factory, behaviour="content", content=content)
+    assert result["samples"] and result["samples"][0]["content"]["preview"]
+    assert not key_windows_shown(PEER_KEY, result), result["samples"][0]["content"]
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_a_key_echoed_in_a_status_line_comes_back_in_no_form(server_factory, form):
+    # http.client quotes a status line that is not one whole in its exception.
+    result, failed = _probe(server_factory, behaviour="raw", answer="HTTP/1.1 4o1 refused key %s\r\n\r\n" % FORMS[form])
+    assert failed and "failed" in result["msg"]
+    assert not key_windows_shown(PEER_KEY, result), result["msg"]

@@ -13,6 +13,7 @@ import pytest
 from ansible_collections.llmops.serving.plugins.modules import model_files
 from ansible_collections.llmops.serving.tests.support import hf_hub as support
 from ansible_collections.llmops.serving.tests.support.hf_hub import MODEL_COMMIT, MODEL_REPO, repos
+from ansible_collections.llmops.serving.tests.unit.fakes import across_cut, echoed_forms, key_windows_shown, random_key
 from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
 
 SHARD = "model-00003-of-00004.safetensors"
@@ -124,3 +125,70 @@ def test_without_a_hub_the_missing_shards_are_named(hf_hub, tmp_path):
     assert "model.safetensors.index.json names shards that are not here: model-00002-of-00004.safetensors, " \
            "model-00004-of-00004.safetensors" in result["message"]
     assert [len(run_module(model_files.main, {"path": target}, check_mode=True)[0]["problems"])] == [3]
+
+
+# -- a hub that echoes the token --------------------------------------------------------------------------------------
+
+PEER_TOKEN = random_key(5, prefix="hf_", length=34)
+FORMS = echoed_forms(PEER_TOKEN)
+# Forms a header value can carry (no line break) and forms a JSON string can (no raw line break either).
+ONE_LINE_FORMS = sorted(name for name, form in FORMS.items() if "\n" not in form)
+# Where the echoed token starts: well before the module's cut, or so many characters before it (-4: all but its last 4).
+PLACES = [None, 7, 13, -4]
+REVISION_PATH = "/api/models/a/b/revision/main"
+
+
+def _place(form, place):
+    return len(form) + place if place is not None and place < 0 else place
+
+
+def _plan_against(hostile, tmp_path, answers):
+    _server, endpoint = hostile(answers)
+    return run_module(model_files.main, {"path": str(tmp_path / "model"), "repo": "a/b", "revision": "main",
+                                         "endpoint": endpoint, "token": PEER_TOKEN, "timeout": 5})
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("form", ONE_LINE_FORMS)
+def test_a_token_echoed_in_the_hubs_error_header_comes_back_in_no_form(hostile, tmp_path, form, place):
+    said = across_cut(FORMS[form], 500, _place(FORMS[form], place), prefix="Invalid token ", suffix=" for a/b")
+    result, failed = _plan_against(hostile, tmp_path, {REVISION_PATH: (
+        404, {"X-Error-Code": "RepoNotFound", "X-Error-Message": said}, b"{}")})
+    assert failed and result["hub_error"] == "repo_not_found" and "the hub said" in result["msg"]
+    assert not key_windows_shown(PEER_TOKEN, result), result["msg"]
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("form", ONE_LINE_FORMS)
+def test_a_token_echoed_in_the_hubs_json_error_comes_back_in_no_form(hostile, tmp_path, form, place):
+    # The body's JSON text carries the form: the error the hub said is what a JSON parser reads from it.
+    said = across_cut(FORMS[form], 500, _place(FORMS[form], place), prefix="bad token ", suffix=" (a/b)")
+    body = ('{"error": "%s"}' % said).encode("utf-8")
+    result, failed = _plan_against(hostile, tmp_path, {REVISION_PATH: (500, {}, body)})
+    assert failed and result["hub_error"] == "http" and "the hub said" in result["msg"]
+    assert not key_windows_shown(PEER_TOKEN, result), result["msg"]
+
+
+@pytest.mark.parametrize("form", ["plain", "url_encoded", "url_encoded_lower_hex"])
+def test_a_token_echoed_in_a_redirect_to_another_origin_comes_back_in_no_form(hostile, tmp_path, form):
+    # The forms a URL carries: "+", "/" and "=" are allowed as they are in a query.
+    location = "http://127.0.0.2:9/login?token=" + FORMS[form]
+    result, failed = _plan_against(hostile, tmp_path, {REVISION_PATH: (302, {"Location": location}, b"")})
+    assert failed and "redirects to another origin" in result["msg"]
+    assert not key_windows_shown(PEER_TOKEN, result), result["msg"]
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_a_token_echoed_in_a_file_name_comes_back_in_no_form(hostile, tmp_path, form, place):
+    commit = "1" * 40
+    path = across_cut(FORMS[form], 200, _place(FORMS[form], place), prefix="weights/", suffix=".safetensors")
+    tree = [{"type": "file", "path": "config.json", "size": 2, "oid": "2" * 40},
+            {"type": "file", "path": path, "size": 3, "oid": "3" * 40}]
+    result, failed = _plan_against(hostile, tmp_path, {
+        REVISION_PATH: (200, {}, json.dumps({"sha": commit}).encode()),
+        "/api/models/a/b/tree/" + commit: (200, {}, json.dumps(tree).encode()),
+        "/a/b/resolve/%s/config.json" % commit: (200, {}, b"")})
+    assert not failed, result["msg"]
+    assert result["missing"] == ["config.json"] and "carries the token" in result["message"]
+    assert not key_windows_shown(PEER_TOKEN, result), result["message"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import http.server
 import pathlib
+from urllib.parse import quote
 import socket
 import threading
 import time
@@ -19,7 +20,7 @@ import time
 import pytest
 
 from ansible_collections.llmops.serving.plugins.modules import sglang_drain
-from ansible_collections.llmops.serving.tests.unit.fakes import within
+from ansible_collections.llmops.serving.tests.unit.fakes import across_cut, key_windows_shown, random_key, within
 from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
 
 DATA = pathlib.Path(__file__).parents[1] / "module_utils" / "data" / "sglang_metrics"
@@ -238,3 +239,35 @@ def test_bad_options_fail_before_any_request(server, options, message):
     args.update(options)
     result, failed = run_module(sglang_drain.main, args)
     assert failed and message in result["msg"] and not server.requests
+
+
+# --------------------------------------------------------------------------- secrets in what the server says
+
+# The drain sends no key; what it quotes of an answer still passes the redaction, masked before it is cut.
+PEER_KEY = random_key(6)
+
+
+def test_an_echoed_authorization_header_is_masked(server):
+    server.answers = [(401, "refused Authorization: Bearer %s" % PEER_KEY)]
+    result, failed, _took = drain(server.url, timeout=30)
+    assert failed and "answered 401" in result["msg"] and "Bearer ********" in result["msg"]
+    assert not key_windows_shown(PEER_KEY, result), result["msg"]
+
+
+@pytest.mark.parametrize("before_cut", [None, 7, 13, 40])
+def test_a_password_in_a_quoted_url_is_masked_before_the_body_is_cut(server, before_cut):
+    # Cut first, the password would lose the "@" after it and no longer look like one.
+    password = quote(PEER_KEY, safe="")
+    text = across_cut(password, sglang_drain.MAX_BODY_QUOTE_CHARS, before_cut, prefix="try https://admin:",
+                      suffix="@proxy.example/metrics")
+    server.answers = [(403, text)]
+    result, failed, _took = drain(server.url, timeout=30)
+    assert failed and "answered 403" in result["msg"]
+    assert not key_windows_shown(PEER_KEY, result), result["msg"]
+
+
+def test_a_secret_in_a_malformed_gauge_line_is_masked(server):
+    server.answers = [(200, body(0) + "sglang:num_running_reqs 0.0 1 api_key=%s\n" % PEER_KEY)]
+    result, failed, _took = drain(server.url, timeout=30)
+    assert failed and "unexpected text after the value" in result["msg"]
+    assert not key_windows_shown(PEER_KEY, result), result["msg"]

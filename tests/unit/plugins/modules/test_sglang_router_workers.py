@@ -24,6 +24,7 @@ import pytest
 from ansible.module_utils import basic
 
 from ansible_collections.llmops.serving.plugins.modules import sglang_router_workers
+from ansible_collections.llmops.serving.tests.unit.fakes import across_cut, echoed_forms, key_windows_shown, random_key
 from ansible_collections.llmops.serving.tests.unit.fakes import within
 from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
 
@@ -464,3 +465,54 @@ def test_readiness_of_the_fake_is_shaped_like_the_real_one(serve):
         urlopen(base + "/readiness", timeout=5)
     assert caught.value.code == 503
     assert sglang_router.parse_readiness(caught.value.read())["status"] == "not ready"
+
+
+# --------------------------------------------------------------------------- a router that echoes the key
+
+PEER_KEY = random_key(4)
+FORMS = echoed_forms(PEER_KEY)
+# Where the echoed key starts: well before the module's cut, or so many characters before it (-4: all but its last 4).
+PLACES = [None, 7, 13, -4]
+
+
+def _place(form, place):
+    return len(form) + place if place is not None and place < 0 else place
+
+
+def _echoing(serve, status, body):
+    router = FakeRouter(key=PEER_KEY)
+    router.handle = lambda handler, method: (status, body.encode("utf-8"))
+    return run(serve(router), [URL_0], api_key=PEER_KEY)
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_a_key_echoed_in_an_error_body_comes_back_in_no_form(serve, form, place):
+    body = across_cut(FORMS[form], sglang_router_workers.MAX_BODY_QUOTE_CHARS, _place(FORMS[form], place),
+                      prefix='{"error":"refused key ', suffix='","code":403}')
+    result, failed = _echoing(serve, 403, body)
+    assert failed and "answered 403" in result["msg"]
+    assert not key_windows_shown(PEER_KEY, result), result["msg"]
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_a_key_echoed_in_a_worker_list_that_is_not_json_comes_back_in_no_form(serve, form, place):
+    body = across_cut(FORMS[form], 200, _place(FORMS[form], place), prefix="<html>key ", suffix="</html>")
+    result, failed = _echoing(serve, 200, body)
+    assert failed and "is not JSON" in result["msg"]
+    assert not key_windows_shown(PEER_KEY, result), result["msg"]
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_a_key_echoed_in_a_workers_url_comes_back_in_no_form(serve, form, place):
+    url = across_cut(FORMS[form], 200, _place(FORMS[form], place), prefix="http://10.0.0.9:30000/?key=", suffix="")
+    body = json.dumps({"workers": [{"id": "w1", "url": url, "is_healthy": "maybe"}]})
+    result, failed = _echoing(serve, 200, body)
+    assert failed and "'is_healthy' that is not true or false" in result["msg"]
+    assert not key_windows_shown(PEER_KEY, result), result["msg"]
+    listed = json.dumps({"workers": [{"id": "w1", "url": url, "is_healthy": True}]})
+    result, failed = _echoing(serve, 200, listed)
+    assert failed and "registered but not in workers" in result["msg"] and result["workers"]
+    assert not key_windows_shown(PEER_KEY, result), result["msg"]
