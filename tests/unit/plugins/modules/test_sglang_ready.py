@@ -158,7 +158,8 @@ def test_health_must_answer_200_too(tmp_path, health):
         log = tmp_path / RUN_LOG
         log.write_text(header() + f"[{stamp()}] {READY}\n")
         (tmp_path / "current.log").symlink_to(log.name)
-        result, failed, _calls = run({"name": "sglang-q", "log_path": str(tmp_path), "url": health, "timeout": 0.4,
+        # The limit leaves room for a health answer on a loaded machine (with 0.4 s the wait could end before the first).
+        result, failed, _calls = run({"name": "sglang-q", "log_path": str(tmp_path), "url": health, "timeout": 3,
                                       "poll_interval": 0.1}, [("active", "running")])
     finally:
         Health.code = 200
