@@ -466,11 +466,15 @@ def test_verify_playbook_passes_on_what_runs(sandbox):
         assert summary(host)["status"] == "passed"
 
 
-def reboot(host):
-    """Reboot a container through the simulator's API (what the Proxmox UI's reboot does), waiting for the task."""
+def container_status(host, action):
+    """Reboot or stop a container through the simulator's API (what the Proxmox UI's buttons do), waiting for the task."""
     PVE_SIM.endpoint = json.loads((PVE_SIM.state / "endpoint.json").read_text())
     api = PVE_SIM.api()
-    wait_task(api, api.nodes(NODE).lxc(CONTAINERS[host]["vmid"]).status.reboot.post())
+    wait_task(api, getattr(api.nodes(NODE).lxc(CONTAINERS[host]["vmid"]).status, action).post())
+
+
+def reboot(host):
+    container_status(host, "reboot")
 
 
 def test_a_gpu_taken_from_a_container_by_hand_is_named_by_the_next_verification(sandbox):
@@ -665,10 +669,20 @@ def test_incident_replay_names_the_stray_and_a_deploy_recovers(sandbox):
         assert summary(host)["status"] == "failed"
     finally:
         pct(HOSTS[host]["vmid"], "pkill", "-9", "-f", "stray-relaunch")
-    run = playbook("deploy.yml", "--limit", host)
+    # Meanwhile llm-qwen-b's container was stopped from the Proxmox UI (issue 30): the same deploy starts it, and its
+    # server comes back under systemd on the same deployment, in a new invocation, verified.
+    other = "llm-qwen-b"
+    other_before, other_deployment = unit_state(other), record(other)["deployment_id"]
+    container_status(other, "stop")
+    assert pct(HOSTS[other]["vmid"], "true").returncode != 0, "the stopped container still runs commands"
+    run = playbook("deploy.yml", "--limit", "%s,%s" % (host, other))
     assert run.rc == 0, run.summary()
     assert summary(host)["status"] == "passed"
     assert summary(host)["deployment_id"] == record(host)["deployment_id"]
+    after = unit_state(other)
+    assert after["ActiveState"] == "active" and after["InvocationID"] != other_before["InvocationID"], after
+    assert record(other)["deployment_id"] == other_deployment == summary(other)["deployment_id"]
+    assert running_deployment(other) == other_deployment and summary(other)["status"] == "passed"
 
 
 def test_an_unchanged_server_that_fails_its_verification_stops_the_run_before_any_change(sandbox):
@@ -707,9 +721,40 @@ def test_an_unchanged_server_that_fails_its_verification_stops_the_run_before_an
     assert dict((host, unit_state(host)) for host in HOSTS) == before
 
 
+# The fault tests' kill switch: a callback that SIGKILLs ansible-playbook's process group when a named task starts.
+KILL_SWITCH = REPO / "tests" / "support" / "callback_plugins"
+
+
+def killed_playbook(name, task, *args, timeout=900):
+    """Run a playbook that is SIGKILLed (its whole process group, as when the operator's machine dies) when the task or
+    handler called ``task`` is about to start; fails unless it died exactly there."""
+    mark = SANDBOX / "killed-at"
+    if mark.exists():
+        mark.unlink()
+    environment = ansible_environment({"ANSIBLE_CALLBACK_PLUGINS": str(KILL_SWITCH), "LLMOPS_TEST_KILL_AT_TASK": task,
+                                       "LLMOPS_TEST_KILL_MARK": str(mark)})
+    argv = [program("ansible-playbook")] + inventory_args(INVENTORY) + [name] + list(args)
+    finished = subprocess.run(argv, cwd=str(REPO), env=run_env(environment), capture_output=True, text=True,
+                              timeout=timeout, check=False, start_new_session=True)
+    assert finished.returncode == -signal.SIGKILL and mark.exists(), (
+        "%s was not killed at %r (rc %s): %s" % (name, task, finished.returncode, finished.stdout[-3000:] + finished.stderr[-2000:]))
+
+
+def running_deployment(host):
+    """LLMOPS_DEPLOYMENT_ID of the process the host's unit runs."""
+    environ = inside(host, "cat", "/proc/%s/environ" % unit_state(host)["MainPID"]).split("\0")
+    return [item.split("=", 1)[1] for item in environ if item.startswith("LLMOPS_DEPLOYMENT_ID=")][0]
+
+
+def archived(host):
+    return sorted(inside(host, "ls", "/var/lib/llmops-serving/%s/deployments" % CONTAINERS[host]["instance"]).split())
+
+
 def test_a_change_for_one_container_cuts_over_only_that_one(sandbox):
     # Last before the teardown: it leaves llm-qwen-b on a configuration the inventory does not describe. The change
-    # is an inventory variable of b alone (an inventory file beside hosts.yml, removed afterwards).
+    # is an inventory variable of b alone (an inventory file beside hosts.yml, removed afterwards). Its rollout is
+    # killed twice first (issue 30): after the new deployment was recorded and before the restart (the handler never
+    # fires), then right after the restart that the next run makes from what runs; the third run completes it.
     before = dict((host, unit_state(host)) for host in HOSTS)
     deployments = dict((host, record(host)["deployment_id"]) for host in HOSTS)
     # A shard of b's model damaged in place (same size, same time of day: only its hash tells): the cutover's model
@@ -723,15 +768,32 @@ def test_a_change_for_one_container_cuts_over_only_that_one(sandbox):
     change = OVERLAY / "sandbox-test-change.yml"
     change.write_text("---\nall:\n  hosts:\n    llm-qwen-b:\n      sglang_service_max_running_requests: 3\n")
     try:
+        killed_playbook("deploy.yml", "Restart the SGLang service")
+        recorded = record("llm-qwen-b")["deployment_id"]
+        assert recorded != deployments["llm-qwen-b"] and unit_state("llm-qwen-b") == before["llm-qwen-b"]
+        assert running_deployment("llm-qwen-b") == deployments["llm-qwen-b"]
+        # The next run's record is unchanged; what runs says that the unit must restart, and it does, once.
+        killed_playbook("deploy.yml", "Enable and start the service")
+        restarted = unit_state("llm-qwen-b")
+        assert restarted["InvocationID"] != before["llm-qwen-b"]["InvocationID"]
+        assert running_deployment("llm-qwen-b") == recorded
         run = playbook("deploy.yml")
+        assert run.rc == 0, run.summary()
+        plan = json.loads((REPORTS / "rollout-plan.json").read_text())
+        assert unit_state("llm-qwen-b") == restarted, "the restart was repeated"
+        assert record("llm-qwen-b")["deployment_id"] == recorded and summary("llm-qwen-b")["deployment_id"] == recorded
+        # Nothing dropped or half-written: both deployments archived (the rollback has its target), no staging left.
+        assert {deployments["llm-qwen-b"], recorded} <= set(archived("llm-qwen-b"))
+        assert not [name for name in archived("llm-qwen-b") if name.endswith(".partial")]
+        # And the run after it changes nothing on b.
+        again = playbook("deploy.yml", "--limit", "llm-qwen-b")
+        assert again.rc == 0 and again.changed_tasks() == [] and unit_state("llm-qwen-b") == restarted, again.summary()
     finally:
         change.unlink()
-    assert run.rc == 0, run.summary()
     requests = hub_requests()[requests_before:]
     assert fetched(requests, "llm-qwen-b") == [shard] and fetched(requests, "llm-qwen-a") == []
     assert model_hashes("llm-qwen-b", sorted(files)) == files
-    plan = json.loads((REPORTS / "rollout-plan.json").read_text())
-    assert plan["llm-qwen-b"]["cutover"] and plan["llm-qwen-b"]["reasons"] == ["options_sglang_service: changed"], plan
+    assert plan["llm-qwen-b"]["cutover"] and "options_sglang_service: changed" in plan["llm-qwen-b"]["reasons"], plan
     assert not plan["llm-qwen-a"]["cutover"], plan
     assert rolled_out(run) == ["llm-qwen-b"]
     assert unit_state("llm-qwen-a") == before["llm-qwen-a"]
