@@ -91,7 +91,7 @@ def test_introspection_of_the_installed_collection_finds_its_python_and_system_d
     pip_lines = (tmp_path / "pip.txt").read_text().splitlines()
     bindep_lines = (tmp_path / "bindep.txt").read_text().splitlines()
     ours = [line.split("#")[0].strip() for line in pip_lines if line.endswith("# from collection llmops.serving")]
-    assert {re.split(r"[<>=!~ ]", line)[0] for line in ours} == {"paramiko", "proxmoxer", "requests"}
+    assert {re.split(r"[<>=!~ ]", line)[0] for line in ours} == {"paramiko", "proxmoxer", "requests", "urllib3"}
     assert "openssh-client [platform:dpkg]  # from collection llmops.serving" in bindep_lines
     assert any(line.startswith("ansible==") and line.endswith("# from collection user") for line in pip_lines)
 
