@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pathlib
 
+import pytest
+
 from ansible_collections.llmops.serving.plugins.module_utils import sglang_log
 
 DATA = pathlib.Path(__file__).parent / "data" / "sglang_startup"
@@ -54,3 +56,37 @@ def test_sampling_defaults_line():
     assert parsed["max_total_num_tokens"] == 421472 and parsed["available_gpu_mem_gib"] == 12.18
     assert sglang_log.parse_sampling_defaults_line("[x] nothing here") is None
     assert "sampling_defaults" not in sglang_log.parse_pool_lines(["max_total_num_tokens=1, max_running_requests=1"])
+
+
+# Issue 27's corpus (data/sglang_startup/README.md names each source): SGLang from January 2025 (no #tokens on the KV
+# line, no mem usage on the weight line) to August 2026, dense, MoE FP8 and a hybrid model, one to four GPUs. The parser
+# takes rank 0's lines and what each release prints, nothing it does not.
+@pytest.mark.parametrize("name, expected", [
+    ("llama-3.1-8b-instruct-80gb-tp1-sglang-docs-20250123.log", {
+        "load_begin_avail_gib": 78.81, "load_end_avail_gib": 63.72, "k_size_gib": 27.13, "v_size_gib": 27.13,
+        "pool_end_avail_gib": 8.34, "max_total_num_tokens": 444500, "max_running_requests": 2049, "context_len": 131072}),
+    ("qwq-32b-l4-tp4-llms-in-clouds.log", {
+        "load_begin_avail_gib": 21.63, "load_end_avail_gib": 6.09, "weights_gib": 15.54, "kv_tokens": 46611,
+        "k_size_gib": 1.42, "v_size_gib": 1.42, "pool_end_avail_gib": 2.09, "max_total_num_tokens": 46611,
+        "max_running_requests": 2049, "context_len": 131072}),
+    ("qwen3-8b-sm100-tp1-reference-log-20260524.log", {
+        "load_begin_avail_gib": 275.75, "load_end_avail_gib": 260.48, "weights_gib": 15.28, "kv_tokens": 1707904,
+        "k_size_gib": 117.28, "v_size_gib": 117.28, "pool_end_avail_gib": 25.28, "max_total_num_tokens": 1707904,
+        "max_running_requests": 4096, "context_len": 40960, "available_gpu_mem_gib": 21.24,
+        "sampling_defaults": {"temperature": 0.6, "top_k": 20, "top_p": 0.95}}),
+    ("qwen3-14b-rtx4090-tp4-kuiperinfer.log", {
+        "load_end_avail_gib": 16.0, "weights_gib": 7.08, "kv_tokens": 298447, "k_size_gib": 5.69, "v_size_gib": 5.69,
+        "max_total_num_tokens": 298447, "max_running_requests": 3730, "context_len": 40960, "available_gpu_mem_gib": 2.82}),
+    ("qwen3-30b-a3b-fp8-h100-tp1-vllm-hybrid-tsk043.log", {
+        "load_begin_avail_gib": 78.48, "load_end_avail_gib": 49.33, "weights_gib": 29.15, "kv_tokens": 392920,
+        "k_size_gib": 17.99, "v_size_gib": 17.99, "pool_end_avail_gib": 12.7, "max_total_num_tokens": 392920,
+        "max_running_requests": 4096, "context_len": 40960, "available_gpu_mem_gib": 10.54,
+        "sampling_defaults": {"temperature": 0.6, "top_k": 20, "top_p": 0.95}}),
+    ("qwen3.5-9b-rtx4090-tp2-exp001.log", {
+        "load_begin_avail_gib": 22.93, "load_end_avail_gib": 14.08, "weights_gib": 8.85, "max_mamba_cache_size": 186,
+        "conv_state_gib": 0.1, "ssm_state_gib": 4.38, "kv_tokens": 327310, "k_size_gib": 2.5, "v_size_gib": 2.5,
+        "pool_end_avail_gib": 4.49, "max_total_num_tokens": 327310, "max_running_requests": 62, "context_len": 262144,
+        "available_gpu_mem_gib": 3.79}),
+])
+def test_startup_logs_of_several_releases_and_model_kinds(name, expected):
+    assert parse(name) == expected
