@@ -25,17 +25,36 @@ PLAYBOOK = """---
       notify: Handler
     - name: Second
       ansible.builtin.file: {path: "%(dir)s/second", state: touch}
+    - name: Run the role
+      ansible.builtin.include_role: {name: killable}
   handlers:
     - name: Handler
       ansible.builtin.file: {path: "%(dir)s/handler", state: touch}
 """
 
 
+ROLE_TASKS = """---
+- name: In the role
+  ansible.builtin.file: {path: "%(dir)s/role_task", state: touch}
+  changed_when: true
+  notify: Role handler
+"""
+ROLE_HANDLERS = """---
+- name: Role handler
+  ansible.builtin.file: {path: "%(dir)s/role_handler", state: touch}
+"""
+
+
 def play(tmp_path, target, wrapper=None):
     playbook = tmp_path / "play.yml"
     playbook.write_text(PLAYBOOK % {"dir": tmp_path})
+    role = tmp_path / "roles" / "killable"
+    for part, text in (("tasks", ROLE_TASKS), ("handlers", ROLE_HANDLERS)):
+        (role / part).mkdir(parents=True, exist_ok=True)
+        (role / part / "main.yml").write_text(text % {"dir": tmp_path})
     env = dict(os.environ, ANSIBLE_CALLBACK_PLUGINS=str(CALLBACKS), LLMOPS_TEST_KILL_AT_TASK=target,
-               LLMOPS_TEST_KILL_MARK=str(tmp_path / "mark"), ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_NOCOLOR="1")
+               LLMOPS_TEST_KILL_MARK=str(tmp_path / "mark"), ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_NOCOLOR="1",
+               ANSIBLE_ROLES_PATH=str(tmp_path / "roles"))
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", str(playbook),
             "-e", "ansible_python_interpreter=" + sys.executable]
@@ -45,10 +64,20 @@ def play(tmp_path, target, wrapper=None):
 
 
 def made(tmp_path):
-    return sorted(name for name in ("first", "second", "handler") if (tmp_path / name).exists())
+    return sorted(name for name in ("first", "second", "handler", "role_task", "role_handler") if (tmp_path / name).exists())
 
 
-@pytest.mark.parametrize("target, before", [("Second", ["first"]), ("Handler", ["first", "second"])])
+ALL = ["first", "handler", "role_handler", "role_task", "second"]
+
+
+@pytest.mark.parametrize("target, before", [
+    ("Second", ["first"]),
+    ("Handler", ["first", "role_task", "second"]),
+    # A role's task and handler, by their bare names and as ansible shows them.
+    ("In the role", ["first", "second"]),
+    ("killable : In the role", ["first", "second"]),
+    ("Role handler", ["first", "handler", "role_task", "second"]),
+])
 def test_the_run_dies_when_the_named_task_starts_and_nothing_of_it_runs(tmp_path, target, before):
     finished = play(tmp_path, target)
     assert finished.returncode == -9, finished.stdout + finished.stderr
@@ -59,7 +88,7 @@ def test_the_run_dies_when_the_named_task_starts_and_nothing_of_it_runs(tmp_path
 def test_unarmed_it_does_nothing(tmp_path):
     finished = play(tmp_path, "")
     assert finished.returncode == 0, finished.stdout + finished.stderr
-    assert made(tmp_path) == ["first", "handler", "second"] and not (tmp_path / "mark").exists()
+    assert made(tmp_path) == ALL and not (tmp_path / "mark").exists()
 
 
 def test_it_never_kills_a_process_group_the_run_does_not_lead(tmp_path):
@@ -67,4 +96,4 @@ def test_it_never_kills_a_process_group_the_run_does_not_lead(tmp_path):
     finished = play(tmp_path, "Second", wrapper=["bash", "-c", '"$@"; exit $?', "bash"])
     assert finished.returncode == 0, finished.stdout + finished.stderr
     assert "does not lead its process group" in finished.stdout + finished.stderr
-    assert made(tmp_path) == ["first", "handler", "second"] and not (tmp_path / "mark").exists()
+    assert made(tmp_path) == ALL and not (tmp_path / "mark").exists()

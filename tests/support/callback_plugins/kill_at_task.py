@@ -9,7 +9,7 @@ runs, no handler fires, no worker finishes, every SSH connection drops. The task
 process before the task is queued to any worker, so killing the process group there is exact, not a race.
 
 Enabled by ANSIBLE_CALLBACK_PLUGINS pointing at this directory, armed by LLMOPS_TEST_KILL_AT_TASK (the task's or
-handler's name, exactly). Before the kill it writes the task's name to LLMOPS_TEST_KILL_MARK (when set), so that the
+handler's name, exactly: bare, or as a role's task is shown, "<role> : <name>"). Before the kill it writes the task's name to LLMOPS_TEST_KILL_MARK (when set), so that the
 test can tell a run killed there from one that failed earlier. It refuses to kill a process group the run does not
 lead (the test must start ansible-playbook in a session of its own), so it can never kill the test runner.
 """
@@ -42,7 +42,8 @@ class CallbackModule(CallbackBase):
         self._mark = os.environ.get("LLMOPS_TEST_KILL_MARK", "")
 
     def _maybe_kill(self, task):
-        if not self._target or task.get_name() != self._target:
+        # A role's task or handler is named "<role> : <name>" by get_name(); the bare name (task.name) matches too.
+        if not self._target or self._target not in (task.get_name(), task.name):
             return
         if os.getpgrp() != os.getpid():
             raise RuntimeError("kill_at_task: ansible-playbook does not lead its process group; start it in a session "
