@@ -9,9 +9,10 @@ runs, no handler fires, no worker finishes, every SSH connection drops. The task
 process before the task is queued to any worker, so killing the process group there is exact, not a race.
 
 Enabled by ANSIBLE_CALLBACK_PLUGINS pointing at this directory, armed by LLMOPS_TEST_KILL_AT_TASK (the task's or
-handler's name, exactly: bare, or as a role's task is shown, "<role> : <name>"). Before the kill it writes the task's name to LLMOPS_TEST_KILL_MARK (when set), so that the
-test can tell a run killed there from one that failed earlier. It refuses to kill a process group the run does not
-lead (the test must start ansible-playbook in a session of its own), so it can never kill the test runner.
+handler's name, exactly: bare, or as a role's task is shown, "<role> : <name>"). Before the kill it writes the task's
+name to LLMOPS_TEST_KILL_MARK (when set), so that the test can tell a run killed there from one that failed earlier.
+It refuses to kill a process group the run does not lead (the test must start ansible-playbook in a session of its
+own), so it can never kill the test runner.
 """
 
 from __future__ import annotations
