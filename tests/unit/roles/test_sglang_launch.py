@@ -17,6 +17,7 @@ import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import log_header
 from ansible_collections.llmops.serving.plugins.module_utils.deployment_layout import CURRENT_LOG_NAME, HEADER_KEYS, LOG_FILE_NAME_RE
+from ansible_collections.llmops.serving.tests.support.private_tmpfs import private_tmpfs_prefix
 from ansible_collections.llmops.serving.tests.unit.roles.templar import render_file
 
 TEMPLATE = "roles/sglang_service/templates/sglang-launch.j2"
@@ -217,27 +218,10 @@ print(json.dumps({
 FDS_SERVER = [sys.executable, "-c", "import json, os; print(json.dumps(sorted(int(fd) for fd in os.listdir('/proc/self/fd'))))"]
 
 
-def _namespace_prefix():
-    """The command that gives a process a mount namespace of its own in which it may mount a tmpfs, or None."""
-    if os.geteuid() == 0:
-        return ["unshare", "--mount", "--propagation", "private"]
-    return ["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private"]
-
-
 @pytest.fixture(scope="module")
 def private_tmpfs(tmp_path_factory):
     """The unshare prefix, or a skip when this machine cannot mount a tmpfs in a namespace of its own."""
-    prefix = _namespace_prefix()
-    where = str(tmp_path_factory.mktemp("probe"))
-    try:
-        probe = subprocess.run(prefix + ["mount", "-t", "tmpfs", "-o", "size=4096", "llmops-probe", where],
-                               capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.skip("cannot run unshare to mount a test tmpfs: %s" % exc)
-    if probe.returncode != 0:
-        pytest.skip("this machine cannot mount a tmpfs in a mount namespace of its own (%s): %s"
-                    % (" ".join(prefix), probe.stderr.strip()))
-    return prefix
+    return private_tmpfs_prefix(tmp_path_factory.mktemp("probe"))
 
 
 def restart_on(private_tmpfs, launcher, log_dir, fill, inodes=TMPFS_INODES):

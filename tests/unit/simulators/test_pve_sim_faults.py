@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 
 import pytest
 
 requests = pytest.importorskip("requests")
 pytest.importorskip("proxmoxer")
 
+from ansible_collections.llmops.serving.tests.support.waiting import wait_until  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.llmops.serving.tests.unit.simulators.test_pve_sim_api import (  # noqa: E402  pylint: disable=wrong-import-position
     SIM_SOURCE, TEMPLATE, Sim, create_ct, wait_task,
 )
@@ -60,16 +60,6 @@ def create_data(vmid):
 
 def fired(sim):
     return [rule["fired"] for rule in faults.rules(sim.state_dir)]
-
-
-def wait_until(condition, timeout=20.0, what="the condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("%s did not hold within %s s" % (what, timeout))
 
 
 def config_exists(sim, vmid):
@@ -117,8 +107,8 @@ def test_reset_after_does_the_request_and_drops_the_answer(sim):
         post(sim, "/nodes/pve/lxc", create_data(412))
     assert fired(sim) == [1]
     # The create ran: its task ends and the container is there, without the create lock.
-    config = wait_until(lambda: (get(sim, "/nodes/pve/lxc/412/config").json() or {}).get("data"), what="CT 412's config")
-    wait_until(lambda: "lock" not in get(sim, "/nodes/pve/lxc/412/config").json()["data"], what="the end of CT 412's create")
+    config = wait_until(lambda: (get(sim, "/nodes/pve/lxc/412/config").json() or {}).get("data"), timeout=20, what="CT 412's config")
+    wait_until(lambda: "lock" not in get(sim, "/nodes/pve/lxc/412/config").json()["data"], timeout=20, what="the end of CT 412's create")
     assert config["hostname"] == "ct412"
 
 

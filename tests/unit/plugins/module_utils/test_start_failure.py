@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import start_failure
+from ansible_collections.llmops.serving.tests.support.private_tmpfs import private_tmpfs_prefix
 
 # The checkout's collections/ (ansible_collections/llmops/serving links to the checkout), for the driver's imports.
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -47,17 +48,7 @@ print(json.dumps([facts, start_failure.filesystem_problems(facts)]))
 @pytest.fixture(scope="module")
 def namespace(tmp_path_factory):
     """The unshare prefix for a mount namespace of its own where a tmpfs can be mounted, or a skip."""
-    prefix = (["unshare", "--mount", "--propagation", "private"] if os.geteuid() == 0 else
-              ["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private"])
-    where = str(tmp_path_factory.mktemp("probe"))
-    try:
-        probe = subprocess.run(prefix + ["mount", "-t", "tmpfs", "-o", "size=4096", "llmops-probe", where],
-                               capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.skip("cannot run unshare to mount a test tmpfs: %s" % exc)
-    if probe.returncode != 0:
-        pytest.skip("this machine cannot mount a tmpfs in a mount namespace of its own: %s" % probe.stderr.strip())
-    return prefix
+    return private_tmpfs_prefix(tmp_path_factory.mktemp("probe"))
 
 
 @pytest.mark.parametrize("fill, problems", [
