@@ -104,6 +104,22 @@ def split_reasoning(text: str, reasoning_parser):
     return body.strip(), ""
 
 
+def _tools_error(body: dict):
+    """What protocol.py's ChatCompletionRequest (pydantic) refuses in ``tools`` / ``tool_choice``, or None."""
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            return "tools must be a list."
+        for tool in tools:
+            function = tool.get("function") if isinstance(tool, dict) else None
+            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+                return "Each tool must be an object with type 'function' and a function with a name."
+    choice = body.get("tool_choice")
+    if choice is not None and choice not in ("none", "auto", "required") and not isinstance(choice, dict):
+        return "tool_choice must be 'none', 'auto', 'required' or a named function."
+    return None
+
+
 def _error(message: str, status: int = 400) -> dict:
     return {"object": "error", "message": message, "type": "BadRequestError", "param": None, "code": status}
 
@@ -218,13 +234,37 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, "
                         "the operation will not be performed.)\n", "text/plain")
 
-    def _generate(self, body: dict, max_new_tokens, effective=None):
+    def _generate(self, body: dict, max_new_tokens, effective=None, prompt_tokens=None):
         if self.state.status != "Up" or self.state.gracefully_exit:
             return None
-        request = self.state.scheduler.build_request(body, max_new_tokens, self.state.knobs.has("degenerate"), effective)
+        request = self.state.scheduler.build_request(body, max_new_tokens, self.state.knobs.has("degenerate"), effective,
+                                                     prompt_tokens)
+        request.counts = True
         self.state.scheduler.submit(request)
         request.done.wait(REQUEST_TIMEOUT_SECONDS)
         return request
+
+    def _too_long(self, prompt_tokens):
+        """managers/tokenizer_manager.py: _validate_one_request - the message of a prompt the context cannot hold."""
+        context_len = self.state.args["context_length"]
+        if prompt_tokens >= context_len:
+            return "The input (%d tokens) is longer than the model's context length (%d tokens)." % (prompt_tokens, context_len)
+        return None
+
+    def spec_meta_info(self, request) -> dict:
+        """managers/tokenizer_manager.py: _calculate_spec_decoding_metrics - per request, with speculative decoding on."""
+        if not self.state.args["speculative_algorithm"] or request.spec_verify_ct <= 0:
+            return {}
+        proposed = request.spec_verify_ct * (self.state.scheduler.num_draft_tokens - 1)
+        meta = {"spec_accept_rate": request.spec_correct_drafts / proposed if proposed else 0.0,
+                "spec_accept_length": request.generated / request.spec_verify_ct,
+                "spec_num_correct_drafts": request.spec_correct_drafts, "spec_num_proposed_drafts": proposed,
+                "spec_verify_ct": request.spec_verify_ct,
+                "spec_accepted_drafts": request.spec_correct_drafts, "spec_proposed_drafts": proposed}
+        if request.spec_histogram:
+            meta["spec_correct_drafts_histogram"] = list(request.spec_histogram)
+            meta["spec_accept_histogram"] = list(request.spec_histogram)
+        return meta
 
     def chat_completions(self):
         body = self._read_json()
@@ -239,12 +279,32 @@ class Handler(BaseHTTPRequestHandler):
         if max_new is not None and (not isinstance(max_new, int) or max_new < 1):
             self._send(400, _error("max_tokens must be a positive integer."))
             return
+        tools_error = _tools_error(body)
+        if tools_error:
+            self._send(400, _error(tools_error))
+            return
+        too_long = self._too_long(sampling.count_prompt_tokens(messages))
+        if too_long:
+            self._send(400, _error(too_long))
+            return
         self.state.request_log.log_chat(body, self.headers)
         request = self._generate(body, max_new)
         if request is None or not request.done.is_set():
             self._send(503, _error("The server is not ready.", 503))
             return
         reasoning, content = split_reasoning(request.text(), self.state.args.get("reasoning_parser") if request.thinking else None)
+        finish_reason = request.finish_reason
+        tool_calls = None
+        parser = self.state.args.get("tool_call_parser")
+        if parser and body.get("tools") and body.get("tool_choice") != "none" and not body.get("stream"):
+            # serving_chat.py: _process_tool_calls - the parser reads the content (after the reasoning parser took the
+            # thinking block); a call found there becomes tool_calls and finish_reason "stop" becomes "tool_calls".
+            content, calls = sampling.parse_tool_calls(content or "", parser)
+            if calls:
+                tool_calls = [{"id": "call_%s" % uuid.uuid4().hex[:24], "index": index, "type": "function",
+                               "function": {"name": name, "arguments": arguments}} for index, (name, arguments) in enumerate(calls)]
+                finish_reason = "tool_calls" if finish_reason == "stop" else finish_reason
+                content = content or None
         model = body.get("model") or self.state.args["served_model_name"]
         completion_id = uuid.uuid4().hex
         usage = {"prompt_tokens": request.prompt_tokens, "completion_tokens": request.generated,
@@ -252,9 +312,9 @@ class Handler(BaseHTTPRequestHandler):
         if body.get("stream"):
             self._stream_chat(completion_id, model, reasoning, content, request.finish_reason, usage)
             return
-        message = {"role": "assistant", "content": content, "reasoning_content": reasoning, "tool_calls": None}
+        message = {"role": "assistant", "content": content, "reasoning_content": reasoning, "tool_calls": tool_calls}
         self._send(200, {"id": completion_id, "object": "chat.completion", "created": int(time.time()), "model": model,
-                         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": request.finish_reason,
+                         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason,
                                       "matched_stop": None}],
                          "usage": usage})
 
@@ -289,7 +349,26 @@ class Handler(BaseHTTPRequestHandler):
             return
         self.state.request_log.log_generate(body, self.headers)
         params = body.get("sampling_params") or {}
-        text = body.get("text") or ""
+        text = body.get("text")
+        if not isinstance(text, str) and body.get("input_ids") is None:
+            # managers/io_struct.py: GenerateReqInput.normalize_batch_and_arguments; http_server.py answers a ValueError so.
+            self._send(400, {"error": {"message": "Either text, input_ids or input_embeds should be provided."}})
+            return
+        if not isinstance(text, str):
+            # input_ids are not simulated beyond their count (no tokenizer): the ids stand for the words.
+            ids = body.get("input_ids")
+            if not isinstance(ids, list) or not all(isinstance(item, int) and not isinstance(item, bool) for item in ids):
+                self._send(400, {"error": {"message": "input_ids must be a list of token ids."}})
+                return
+            text = " ".join("t%d" % item for item in ids)
+        if not isinstance(params, dict):
+            self._send(400, {"error": {"message": "sampling_params must be a dict."}})
+            return
+        prompt_tokens = max(1, len(text.split()))
+        too_long = self._too_long(prompt_tokens)
+        if too_long:
+            self._send(400, {"error": {"message": too_long}})
+            return
         # tokenizer_manager.py: {**preferred_sampling_params, **obj.sampling_params} - the server's values fill the keys
         # the request leaves out; generation_config.json plays no part here.
         preferred = sampling.parse_preferred(self.state.args.get("preferred_sampling_params"))
@@ -297,13 +376,15 @@ class Handler(BaseHTTPRequestHandler):
         chat_like = {"messages": [{"role": "user", "content": text}], "chat_template_kwargs": {"enable_thinking": False}}
         merged = dict(preferred or {})
         merged.update(params)
-        request = self._generate(chat_like, merged.get("max_new_tokens", 128), effective)
+        request = self._generate(chat_like, merged.get("max_new_tokens", 128), effective, prompt_tokens)
         if request is None or not request.done.is_set():
             self._send(503, _error("The server is not ready.", 503))
             return
         meta_info = {"id": request.rid, "finish_reason": {"type": request.finish_reason}, "prompt_tokens": request.prompt_tokens,
-                     "completion_tokens": request.generated, "cached_tokens": 0}
-        self._send(200, {"text": request.text(), "meta_info": meta_info})
+                     "weight_version": "default", "reasoning_tokens": 0, "completion_tokens": request.generated, "cached_tokens": 0}
+        meta_info.update(self.spec_meta_info(request))
+        # tokenizer_manager.py: _handle_batch_output - a finished non-streaming request: text, output_ids, meta_info.
+        self._send(200, {"text": request.text(), "output_ids": request.output_ids(), "meta_info": meta_info})
 
     def completions(self):
         """/v1/completions: the request's own values or the request model's defaults (sampling.completion_sampling)."""

@@ -15,7 +15,8 @@ import json
 import os
 from dataclasses import dataclass, field
 
-FAULT_MODES = ("healthy", "oom", "never-ready", "low-accept", "ignore-sigterm", "degenerate")
+FAULT_MODES = ("healthy", "oom", "never-ready", "low-accept", "ignore-sigterm", "degenerate", "wrong-drafts", "rejected-drafts",
+               "tool-call-in-reasoning", "long-context-accept", "hang-after")
 SIGTERM_EXITS = ("sigkill", "clean")
 
 # Knobs taken away, with why: a run that still sets one is refused rather than silently run on other figures.
@@ -37,6 +38,10 @@ class SimKnobs:
     generation_config: dict = field(default_factory=lambda: dict(DEFAULT_GENERATION_CONFIG))
     max_loop_tokens: int = 1024
     sigterm_exit: str = "sigkill"
+    # long-context-accept: prompts longer than this many tokens get no draft accepted.
+    long_context_tokens: int = 32768
+    # hang-after: the requests served before every further one hangs.
+    hang_after: int = 100
 
     def has(self, fault: str) -> bool:
         return fault in self.faults
@@ -51,6 +56,8 @@ def _sim_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sim-generation-config", type=str)
     parser.add_argument("--sim-max-loop-tokens", type=int)
     parser.add_argument("--sim-sigterm-exit", type=str, choices=SIGTERM_EXITS)
+    parser.add_argument("--sim-long-context-tokens", type=int)
+    parser.add_argument("--sim-hang-after", type=int)
     return parser
 
 
@@ -113,6 +120,9 @@ def load_knobs(sim_argv, environ=None) -> SimKnobs:
     knobs.iteration_ms = max(0.0, pick(flags.sim_iteration_ms, "SGLANG_SIM_ITERATION_MS", float, knobs.iteration_ms))
     knobs.seed = pick(flags.sim_seed, "SGLANG_SIM_SEED", int, None)
     knobs.max_loop_tokens = max(1, pick(flags.sim_max_loop_tokens, "SGLANG_SIM_MAX_LOOP_TOKENS", int, knobs.max_loop_tokens))
+    knobs.long_context_tokens = max(1, pick(flags.sim_long_context_tokens, "SGLANG_SIM_LONG_CONTEXT_TOKENS", int,
+                                            knobs.long_context_tokens))
+    knobs.hang_after = max(0, pick(flags.sim_hang_after, "SGLANG_SIM_HANG_AFTER", int, knobs.hang_after))
     knobs.sigterm_exit = pick(flags.sim_sigterm_exit, "SGLANG_SIM_SIGTERM_EXIT", str, knobs.sigterm_exit)
     if knobs.sigterm_exit not in SIGTERM_EXITS:
         parser.error("SGLANG_SIM_SIGTERM_EXIT must be one of %s" % ", ".join(SIGTERM_EXITS))

@@ -8,10 +8,12 @@ Pure functions; the scheduler and HTTP layer call them. See README.md, "Degenera
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
 import re
+import zlib
 
 # Qwen3.6-27B model card (see /work/shared/reference/sglang.md): name -> (thinking, exact values, presence range).
 CARD_PROFILES = (
@@ -200,3 +202,92 @@ def count_prompt_tokens(messages) -> int:
     text = " ".join(str(message.get("content", "")) for message in messages or [] if isinstance(message, dict))
     # Roughly one token per word plus the chat template's role markers.
     return len(text.split()) + 5 * max(1, len(messages or [])) + 3
+
+
+# ---- greedy decoding, token ids and tool calls --------------------------------------------------------------------
+# sampling/sampling_params.py: a temperature below _SAMPLING_EPS is greedy (SGLang sets top_k 1 and temperature 1.0).
+SAMPLING_EPS = 1e-6
+# Qwen3's <think> / </think> token ids; the simulator's other ids are its own (no tokenizer), stable across runs.
+THINK_OPEN_ID = 151667
+THINK_CLOSE_ID = 151668
+_WORD_ID_BASE = 1000
+_OTHER_ID_BASE = 100000
+_WORD_INDEX = {word: index for index, word in enumerate(dict.fromkeys(_VOCABULARY))}
+
+
+def is_greedy(values: dict) -> bool:
+    try:
+        return float(values.get("temperature")) < SAMPLING_EPS
+    except (TypeError, ValueError):
+        return False
+
+
+def greedy_rng(*parts) -> random.Random:
+    """The generator of a greedy request: a function of the prompt only, so the same prompt gives the same tokens."""
+    digest = hashlib.sha256("\0".join(str(part) for part in parts).encode("utf-8")).hexdigest()
+    return random.Random(int(digest[:16], 16))
+
+
+def token_id(piece: str) -> int:
+    """The simulated tokenizer's id of one generated piece (a vocabulary word, capitalised or closing a sentence, the
+    thinking markers, or any other text by its CRC)."""
+    stripped = piece.strip()
+    if stripped == "<think>":
+        return THINK_OPEN_ID
+    if stripped == "</think>":
+        return THINK_CLOSE_ID
+    period = stripped.endswith(".")
+    word = stripped[:-1] if period else stripped
+    capital = word[:1].isupper()
+    index = _WORD_INDEX.get(word.lower())
+    if index is not None and (not capital or word == word.lower().capitalize()):
+        return _WORD_ID_BASE + index * 4 + (1 if capital else 0) + (2 if period else 0)
+    return _OTHER_ID_BASE + zlib.crc32(piece.encode("utf-8")) % 50000
+
+
+def tool_call_arguments(tool: dict, question: str) -> dict:
+    """The arguments the simulated model fills in: each required string property takes the last capitalised word of
+    the question that does not start it (the city of "What is the weather in Paris?"), else its first word."""
+    function = tool.get("function") or {}
+    properties = ((function.get("parameters") or {}).get("properties") or {})
+    required = (function.get("parameters") or {}).get("required") or list(properties)
+    words = [word.strip("?.!,;:'\"") for word in question.split()]
+    capitalised = [word for word in words[1:] if word[:1].isupper()]
+    value = capitalised[-1] if capitalised else (words[0] if words else "")
+    return {name: value for name in required if isinstance(name, str)}
+
+
+def qwen3_coder_call(name: str, arguments: dict):
+    """The pieces of the call as Qwen3.5/3.6 write it (the format SGLang's qwen3_coder detector parses)."""
+    pieces = ["<tool_call>\n", "<function=%s>\n" % name]
+    for key, value in arguments.items():
+        pieces += ["<parameter=%s>\n" % key, "%s\n" % value, "</parameter>\n"]
+    return pieces + ["</function>\n", "</tool_call>"]
+
+
+_QWEN3_CODER_CALL = re.compile(r"<tool_call>\s*<function=([^>\n]+)>(.*?)</function>\s*</tool_call>", re.S)
+_QWEN3_CODER_PARAM = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.S)
+
+
+def parse_tool_calls(text: str, parser: str):
+    """(remaining text, [(name, arguments JSON)]) as SGLang's detector for ``parser`` reads ``text``: qwen3_coder reads
+    the XML form Qwen3.5/3.6 write; the JSON-in-<tool_call> parsers (qwen, qwen25, hermes) find no JSON there, so
+    the text stays as it is; other parsers are not simulated (nothing parsed)."""
+    calls = []
+    if parser == "qwen3_coder":
+        for match in _QWEN3_CODER_CALL.finditer(text):
+            arguments = {key.strip(): value for key, value in _QWEN3_CODER_PARAM.findall(match.group(2))}
+            calls.append((match.group(1).strip(), json.dumps(arguments, ensure_ascii=False)))
+        if calls:
+            text = text[:text.index("<tool_call>")].strip()
+    elif parser in ("qwen", "qwen25", "hermes"):
+        for match in re.finditer(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", text, re.S):
+            try:
+                call = json.loads(match.group(1))
+            except ValueError:
+                continue
+            if isinstance(call, dict) and isinstance(call.get("name"), str):
+                calls.append((call["name"], json.dumps(call.get("arguments") or {}, ensure_ascii=False)))
+        if calls:
+            text = text[:text.index("<tool_call>")].strip()
+    return text, calls

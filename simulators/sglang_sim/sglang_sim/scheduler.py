@@ -18,6 +18,8 @@ from sglang_sim import logfmt, sampling
 
 THINK_OPEN = "<think>\n"
 THINK_CLOSE = "\n</think>\n\n"
+# wrong-drafts: greedy output leaves the target model's after this many tokens.
+WRONG_DRAFTS_AFTER = 4
 MAMBA_SLOTS_PER_REQUEST = 3
 
 
@@ -35,6 +37,12 @@ class SimRequest:
         self.generated = 0
         self.done = threading.Event()
         self.created = time.time()
+        # Per request, as SGLang reports them in meta_info: verify passes and correct drafts per pass.
+        self.spec_verify_ct = 0
+        self.spec_correct_drafts = 0
+        self.spec_histogram = []
+        # Only the API's own requests count for hang-after (not the warm-up or /health_generate).
+        self.counts = False
 
     @property
     def target(self) -> int:
@@ -46,6 +54,9 @@ class SimRequest:
 
     def text(self) -> str:
         return "".join(self.planned[:self.generated]).rstrip(" ")
+
+    def output_ids(self):
+        return [sampling.token_id(piece) for piece in self.planned[:self.generated]]
 
 
 class Scheduler:
@@ -75,12 +86,15 @@ class Scheduler:
         self.last_accept_length = 0.0
         self.last_accept_rate = 0.0
         self.counters = {"prompt_tokens_total": 0, "generation_tokens_total": 0, "num_requests_total": 0}
+        # hang-after: API requests admitted so far; once knobs.hang_after were, nothing more is admitted.
+        self.admitted_requests = 0
         self.thread = threading.Thread(target=self._loop, name="sim-scheduler", daemon=True)
 
     # ---- request construction -------------------------------------------------------------------------------
-    def build_request(self, body: dict, max_new_tokens, degenerate_mode: bool, effective=None):
+    def build_request(self, body: dict, max_new_tokens, degenerate_mode: bool, effective=None, prompt_tokens=None):
         """``effective``: the sampling values an endpoint resolved (default: a chat request's, with the model's
-        generation_config.json defaults)."""
+        generation_config.json defaults). ``prompt_tokens``: the prompt's length when the endpoint knows it (native
+        text has no chat template). A greedy request (temperature 0) plans its tokens from the prompt alone."""
         messages = body.get("messages") or []
         thinking = sampling.thinking_enabled(body)
         if effective is None:
@@ -88,26 +102,60 @@ class Scheduler:
         profile = sampling.profile_of(effective, thinking)
         looping = degenerate_mode and profile is None
         seed = body.get("seed")
-        rng = random.Random(seed if isinstance(seed, int) else "%s-%d" % (self.rng.random(), next(self._seed_counter)))
         question = sampling.last_user_text(messages)
+        greedy = sampling.is_greedy(effective)
+        if greedy:
+            rng = sampling.greedy_rng(question, thinking)
+        else:
+            rng = random.Random(seed if isinstance(seed, int) else "%s-%d" % (self.rng.random(), next(self._seed_counter)))
         limit = max_new_tokens if max_new_tokens is not None else self.knobs.max_loop_tokens
+        tool_call = self._tool_call(body, question)
         if looping:
             planned = sampling.loop_tokens(question, limit + 1)
             if thinking:
                 planned = [THINK_OPEN] + planned
         else:
-            answer = sampling.varied_tokens(rng, rng.randint(12, 60))
-            planned = ([THINK_OPEN] + sampling.varied_tokens(rng, rng.randint(40, 160)) + [THINK_CLOSE] + answer) if thinking else answer
+            answer = sampling.varied_tokens(rng, rng.randint(12, 60)) if tool_call is None else tool_call
+            reasoning = sampling.varied_tokens(rng, rng.randint(40, 160)) if thinking else []
+            if thinking and tool_call is not None and self.knobs.has("tool-call-in-reasoning"):
+                # Qwen3.5/3.6 with SGLang (sgl-project/sglang #26172, #20789): the call is written before </think>.
+                planned = [THINK_OPEN] + reasoning + ["\n\n"] + tool_call + [THINK_CLOSE]
+            elif thinking:
+                planned = [THINK_OPEN] + reasoning + [THINK_CLOSE] + answer
+            else:
+                planned = answer
+        if greedy and self.spec_steps and self.knobs.has("wrong-drafts") and not looping:
+            # Lossy verification: after a few tokens the output follows the drafts, not the target model.
+            wrong = sampling.greedy_rng("wrong-drafts", question, thinking)
+            keep = WRONG_DRAFTS_AFTER + (1 if planned[:1] == [THINK_OPEN] else 0)
+            planned = planned[:keep] + sampling.varied_tokens(wrong, max(0, len(planned) - keep))
+        prompt_tokens = sampling.count_prompt_tokens(messages) if prompt_tokens is None else prompt_tokens
         if looping:
             accept_prob = sampling.ACCEPT_PROB_LOOP
+        elif self.knobs.has("rejected-drafts"):
+            accept_prob = 0.0
+        elif self.knobs.has("long-context-accept") and prompt_tokens > self.knobs.long_context_tokens:
+            accept_prob = 0.0
         elif self.knobs.has("low-accept"):
             accept_prob = sampling.ACCEPT_PROB_LOW
         else:
             accept_prob = sampling.ACCEPT_PROB_HEALTHY
-        request = SimRequest(sampling.count_prompt_tokens(messages), planned, limit, accept_prob, looping, thinking)
+        request = SimRequest(prompt_tokens, planned, limit, accept_prob, looping, thinking)
         request.card_profile = profile
         request.sampling = effective
+        request.tool_call = tool_call is not None
         return request
+
+    @staticmethod
+    def _tool_call(body: dict, question: str):
+        """The call the simulated model writes when the request offers tools (tool_choice not "none"): the first
+        offered function, in the model's own (qwen3_coder) format; None otherwise."""
+        tools = body.get("tools")
+        if not tools or body.get("tool_choice") == "none":
+            return None
+        tool = tools[0]
+        name = (tool.get("function") or {}).get("name")
+        return sampling.qwen3_coder_call(name, sampling.tool_call_arguments(tool, question))
 
     # ---- public API ---------------------------------------------------------------------------------------------
     def start(self):
@@ -123,6 +171,11 @@ class Scheduler:
             self.waiting.append(request)
             self.counters["num_requests_total"] += 1
             self.cond.notify_all()
+
+    def hung(self) -> bool:
+        """hang-after: once knobs.hang_after API requests were admitted, no request is admitted any more (they wait,
+        accepted and never answered; /health, which runs no generation, keeps answering)."""
+        return self.knobs.has("hang-after") and self.admitted_requests >= self.knobs.hang_after
 
     def num_queue(self) -> int:
         return len(self.waiting)
@@ -140,13 +193,16 @@ class Scheduler:
     def _loop(self):
         while True:
             with self.cond:
-                while not self.stopped and not self.waiting and not self.running:
+                while not self.stopped and not self.running and (not self.waiting or self.hung()):
                     self.cond.wait()
                 if self.stopped:
                     return
                 admitted = []
-                while self.waiting and len(self.running) + len(admitted) < self.args["max_running_requests"]:
-                    admitted.append(self.waiting.popleft())
+                while (self.waiting and not self.hung()
+                       and len(self.running) + len(admitted) < self.args["max_running_requests"]):
+                    request = self.waiting.popleft()
+                    self.admitted_requests += 1 if request.counts else 0
+                    admitted.append(request)
             if admitted:
                 self._prefill(admitted)
             self._decode_iteration()
@@ -189,6 +245,12 @@ class Scheduler:
                 continue
             accepted = min(self._accepted_for(request), remaining)
             request.generated += accepted
+            if self.spec_steps:
+                request.spec_verify_ct += 1
+                request.spec_correct_drafts += accepted - 1
+                if not request.spec_histogram:
+                    request.spec_histogram = [0] * self.num_draft_tokens
+                request.spec_histogram[min(accepted - 1, self.num_draft_tokens - 1)] += 1
             self.interval_accepted += accepted
             self.interval_forward += 1
             self.interval_generated += accepted
