@@ -22,6 +22,14 @@ Input is the summary the sglang_verify role assembles (templates/summary.json.j2
 * ``serves`` (optional): what the server serves of what was requested (sglang_memory_plan's ``serves``), as
   ``llmops_sglang_verdict_serves`` with a ``quantity`` label: ``running_requests`` of ``requested_running_requests``,
   ``kv_cache_tokens`` against ``context_length_tokens``, and ``full_context_requests``, so an alert can compare them.
+* ``canaries`` (optional): the canaries' results (module sglang_canary), a list of ``{"name", "passed", "message"}``;
+  each canary that ran becomes a sample of ``llmops_sglang_verdict_canary_passed`` (label ``canary``, 1 or 0); one that
+  was skipped (``passed`` null or missing: it does not apply) is left out like any unknown value. An unknown name, a
+  name given twice or a ``passed`` that is not a bool is refused (ValueError), never guessed at; the message is free
+  text and never a label.
+* ``canary_acceptance`` (optional): ``{"short": number, "long": number}``, the speculative accept length the canary
+  measured on a short and on a long prompt (the quantity of SGLang's ``sglang:spec_accept_length``), as
+  ``llmops_sglang_verdict_canary_accept_length`` with a ``context`` label, so a rule can compare long against short.
 """
 
 from __future__ import annotations
@@ -53,6 +61,12 @@ STAT_KEYS = ("mean", "median", "min", "max", "last")
 SERVES_QUANTITIES = (("running_requests", "running_requests"), ("requested_running_requests", "requested_running_requests"),
                      ("kv_cache_tokens", "kv_tokens"), ("context_length_tokens", "context_length"),
                      ("full_context_requests", "full_context_requests"))
+
+# The canaries sglang_canary runs, the only values of the canary label.
+CANARY_NAMES = ("greedy_reference", "speculative_lossless", "tool_call", "long_context_acceptance", "soak")
+
+# The prompts the canary measures acceptance on, the only values of the context label.
+CANARY_CONTEXTS = ("short", "long")
 
 METRIC_NAME_RE = re.compile(r"\A[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 LABEL_NAME_RE = re.compile(r"\A[a-zA-Z_][a-zA-Z0-9_]*\Z")
@@ -134,6 +148,37 @@ def _stat_samples(family, base, stats):
             family.add(dict(base, stat=key), stats.get(key))
     else:
         family.add(dict(base, stat="value"), stats)
+
+
+def _canary_samples(summary, base, passed, accept_length):
+    """The canaries' results (1 passed, 0 failed, skipped ones left out) and the accept lengths they measured."""
+    canaries = summary.get("canaries")
+    if canaries is None:
+        canaries = []
+    if not isinstance(canaries, list):
+        raise ValueError("the summary's canaries must be a list of {name, passed, message}, not %s" % type(canaries).__name__)
+    seen = set()
+    for canary in canaries:
+        if not isinstance(canary, dict):
+            raise ValueError("a canary must be a mapping {name, passed, message}, not %r" % (canary,))
+        name = canary.get("name")
+        if not isinstance(name, str) or name not in CANARY_NAMES:
+            raise ValueError("unknown canary %r (known: %s)" % (name, ", ".join(CANARY_NAMES)))
+        if name in seen:
+            raise ValueError("canary %r is reported twice" % name)
+        seen.add(name)
+        result = canary.get("passed")
+        if result is not None and not isinstance(result, bool):
+            raise ValueError("canary %r: passed must be true, false or null (skipped), not %r" % (name, result))
+        if result is not None:
+            passed.add(dict(base, canary=name), 1 if result else 0)
+    measured = summary.get("canary_acceptance")
+    if measured is None:
+        measured = {}
+    if not isinstance(measured, dict):
+        raise ValueError("the summary's canary_acceptance must be a mapping {short, long}, not %s" % type(measured).__name__)
+    for context in CANARY_CONTEXTS:
+        accept_length.add(dict(base, context=context), measured.get(context))
 
 
 def verdict_families(summary, written_at, deadline=None):
@@ -225,8 +270,16 @@ def verdict_families(summary, written_at, deadline=None):
     for quantity, key in SERVES_QUANTITIES:
         serves.add(dict(base, quantity=quantity), figures.get(key))
 
+    canary_passed = Family("llmops_sglang_verdict_canary_passed",
+                           "1 when the verification's canary (label canary) passed, 0 when it failed; a skipped canary "
+                           "has no sample.")
+    canary_accept_length = Family("llmops_sglang_verdict_canary_accept_length",
+                                  "Speculative accept length (tokens per verify pass, bonus token included, as "
+                                  "sglang:spec_accept_length) the canary measured on a short and a long prompt (label context).")
+    _canary_samples(summary, base, canary_passed, canary_accept_length)
+
     return [info, passed, written, pending_deadline, ready, ready_lag, decode_lines, accept_length, acceptance,
-            throughput, draft_tokens, degenerate, diagnosis, planned, actual, serves]
+            throughput, draft_tokens, degenerate, diagnosis, planned, actual, serves, canary_passed, canary_accept_length]
 
 
 def render_verdict(summary, written_at, deadline=None):

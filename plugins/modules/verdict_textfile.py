@@ -27,8 +27,12 @@ description:
     C(llmops_sglang_verdict_degenerate_samples), C(llmops_sglang_verdict_probe_diagnosis) (label C(diagnosis), 1 for the
     current one), C(llmops_sglang_verdict_planned) and C(llmops_sglang_verdict_actual) (label C(quantity)), and
     C(llmops_sglang_verdict_serves) (label C(quantity) - C(running_requests), C(requested_running_requests),
-    C(kv_cache_tokens), C(context_length_tokens), C(full_context_requests)).'
-  - An unknown value is never written as NaN; its sample is left out.
+    C(kv_cache_tokens), C(context_length_tokens), C(full_context_requests)),
+    C(llmops_sglang_verdict_canary_passed) (label C(canary) - C(greedy_reference), C(speculative_lossless),
+    C(tool_call), C(long_context_acceptance), C(soak); 1 passed, 0 failed) and
+    C(llmops_sglang_verdict_canary_accept_length) (label C(context) - C(short), C(long)).'
+  - An unknown value is never written as NaN; its sample is left out. A canary that was skipped (C(passed) null) has no
+    sample.
 options:
   summary:
     description:
@@ -36,8 +40,14 @@ options:
         C(failed) or C(pending)), C(deployment_id), C(unit), C(invocation_id), C(failed_step), C(ready_after_seconds),
         C(ready_noticed_after_line_seconds), C(decode_lines), C(accept_length), C(acceptance_rate), C(gen_throughput),
         C(degenerate_samples), C(probe_verdict), C(sampling_mode) and, when present, C(plan) (quantity name to
-        C(planned) and C(actual) values) and C(serves) (the C(serves) of llmops.serving.sglang_memory_plan); other keys
-        are ignored, the free-text C(message) included.
+        C(planned) and C(actual) values), C(serves) (the C(serves) of llmops.serving.sglang_memory_plan),
+        C(canaries) and C(canary_acceptance); other keys are ignored, the free-text C(message) included.
+      - C(canaries) is a list of C({name, passed, message}), the results of the canaries. C(name) is one of
+        C(greedy_reference), C(speculative_lossless), C(tool_call), C(long_context_acceptance), C(soak); C(passed)
+        true, false, or null (or missing) when the canary was skipped. An unknown or repeated name, or a C(passed) that
+        is not a boolean, fails the module with a message and writes nothing. The C(message) is never written.
+      - C(canary_acceptance) is C({short, long}), the speculative accept length (accepted tokens per verify pass, as
+        SGLang's C(sglang:spec_accept_length)) the canary measured on a short and on a long prompt; null is unknown.
       - Required when O(state=present).
     type: dict
   instance:

@@ -255,3 +255,72 @@ def test_what_the_server_serves_of_what_was_asked_is_a_metric_per_quantity():
     check_metrics(text)
     with pytest.raises(ValueError, match="serves must be a mapping"):
         render_verdict(dict(PASSED, serves=[3, 16]), WRITTEN_AT)
+
+
+CANARIES = [
+    {"name": "greedy_reference", "passed": True, "message": "the first 64 tokens of 4 prompts equal the reference"},
+    {"name": "speculative_lossless", "passed": False, "message": "prompt 2 differs at token 17: 'Paris' vs 'Lyon'"},
+    {"name": "tool_call", "passed": None, "message": "skipped: no tool-call parser configured"},
+    {"name": "long_context_acceptance", "passed": True, "message": "accept length 2.71 at 32768 tokens, 2.9 short"},
+    {"name": "soak", "passed": True, "message": "64 of 64 requests completed"},
+]
+
+
+def test_each_canary_that_ran_is_a_sample_and_a_skipped_one_is_left_out():
+    text = render_verdict(dict(PASSED, canaries=CANARIES, canary_acceptance={"short": 2.9, "long": 1.3}), WRITTEN_AT)
+    assert value(text, "llmops_sglang_verdict_canary_passed", canary="greedy_reference") == "1"
+    assert value(text, "llmops_sglang_verdict_canary_passed", canary="speculative_lossless") == "0"
+    assert value(text, "llmops_sglang_verdict_canary_passed", canary="long_context_acceptance") == "1"
+    assert value(text, "llmops_sglang_verdict_canary_passed", canary="soak") == "1"
+    assert value(text, "llmops_sglang_verdict_canary_passed", canary="tool_call") is None
+    assert 'canary="tool_call"' not in text
+    assert value(text, "llmops_sglang_verdict_canary_accept_length", context="short") == "2.9"
+    assert value(text, "llmops_sglang_verdict_canary_accept_length", context="long") == "1.3"
+    # The free-text messages never become labels.
+    assert "Lyon" not in text and "tool-call parser" not in text
+    status, said = check_metrics(text)
+    assert status == 0 and said.strip() == "", said
+
+
+def test_a_summary_without_canaries_or_with_unknown_accept_lengths_has_no_canary_family():
+    for summary in (PASSED, dict(PASSED, canaries=None, canary_acceptance=None),
+                    dict(PASSED, canaries=[], canary_acceptance={"short": None, "long": float("nan")}),
+                    dict(PASSED, canaries=[{"name": "soak", "passed": None, "message": "skipped"}])):
+        text = render_verdict(summary, WRITTEN_AT)
+        assert "llmops_sglang_verdict_canary" not in text, summary
+    text = render_verdict(dict(PASSED, canary_acceptance={"short": 3.1, "long": None}), WRITTEN_AT)
+    assert value(text, "llmops_sglang_verdict_canary_accept_length", context="short") == "3.1"
+    assert value(text, "llmops_sglang_verdict_canary_accept_length", context="long") is None
+
+
+def test_a_failed_verdict_keeps_the_canary_that_failed_it():
+    summary = dict(FAILED_EARLY, failed_step="Canaries", canaries=[{"name": "soak", "passed": False, "message": "hung"}])
+    text = render_verdict(summary, WRITTEN_AT)
+    assert value(text, "llmops_sglang_verdict_passed") == "0"
+    assert value(text, "llmops_sglang_verdict_canary_passed", canary="soak") == "0"
+
+
+@pytest.mark.parametrize("canaries, acceptance, match", [
+    ([{"name": "greedy", "passed": True}], None, "unknown canary 'greedy'"),
+    ([{"passed": True}], None, "unknown canary None"),
+    ([{"name": ["soak"], "passed": True}], None, "unknown canary"),
+    ([{"name": "soak", "passed": "true"}], None, "canary 'soak': passed must be true, false or null"),
+    ([{"name": "soak", "passed": 1}], None, "passed must be true, false or null"),
+    ([{"name": "soak", "passed": True}, {"name": "soak", "passed": False}], None, "reported twice"),
+    (["soak"], None, "a canary must be a mapping"),
+    ({"soak": True}, None, "canaries must be a list"),
+    ([], [2.9, 1.3], "canary_acceptance must be a mapping"),
+])
+def test_canary_results_that_break_the_contract_are_refused_not_rendered(canaries, acceptance, match):
+    with pytest.raises(ValueError, match=match):
+        render_verdict(dict(PASSED, canaries=canaries, canary_acceptance=acceptance), WRITTEN_AT)
+
+
+def test_canary_label_values_go_through_the_escaping_helper(monkeypatch):
+    # The names are a closed set without characters to escape; should the set grow, they are escaped like any value.
+    from ansible_collections.llmops.serving.plugins.module_utils import verdict_metrics
+
+    monkeypatch.setattr(verdict_metrics, "CANARY_NAMES", verdict_metrics.CANARY_NAMES + ('odd "name"\\x',))
+    text = render_verdict(dict(PASSED, canaries=[{"name": 'odd "name"\\x', "passed": False}]), WRITTEN_AT)
+    assert 'canary="odd \\"name\\"\\\\x"} 0' in text
+    assert check_metrics(text)[0] == 0

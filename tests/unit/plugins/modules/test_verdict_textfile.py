@@ -100,6 +100,10 @@ def test_absent_removes_the_file_once(textfile_dir):
     ({"summary": dict(PASSED, status="maybe")}, "cannot render the verdict"),
     ({"summary": PASSED, "mode": "rw-r--r--"}, "octal"),
     ({"instance": "qwen36"}, "summary"),
+    ({"summary": dict(PASSED, canaries=[{"name": "greedy", "passed": True, "message": ""}])},
+     "cannot render the verdict: unknown canary 'greedy'"),
+    ({"summary": dict(PASSED, canaries=[{"name": "soak", "passed": "yes", "message": ""}])},
+     "cannot render the verdict: canary 'soak': passed must be true, false or null (skipped), not 'yes'"),
 ])
 def test_refuses_bad_input_with_a_message(textfile_dir, args, message):
     result, failed = run_module(verdict_textfile.main, dict({"directory": str(textfile_dir)}, **args))
@@ -171,3 +175,24 @@ def test_node_exporter_reads_every_kind_of_verdict_without_a_scrape_error(textfi
     assert 'failed_step="Probe \\"the output\\"\\nfor\\\\degeneration"' in scraped
     assert 'llmops_sglang_verification_deadline_timestamp_seconds{deployment_id="%s",sglang_instance="qwen36-c"}' % (
         DEPLOYMENT_ID) in scraped
+
+
+def test_canary_results_are_written_and_node_exporter_reads_them(textfile_dir):
+    canaries = [{"name": "greedy_reference", "passed": True, "message": "equal"},
+                {"name": "speculative_lossless", "passed": False, "message": "token 17 differs"},
+                {"name": "tool_call", "passed": None, "message": "skipped: no tool-call parser"}]
+    summary = dict(PASSED, status="failed", failed_step="Canaries", canaries=canaries,
+                   canary_acceptance={"short": 2.9, "long": 1.2})
+    result, failed = write(textfile_dir, summary)
+    assert not failed, result
+    labels = 'sglang_instance="qwen36",deployment_id="%s"' % DEPLOYMENT_ID
+    assert 'llmops_sglang_verdict_canary_passed{%s,canary="greedy_reference"} 1\n' % labels in result["metrics"]
+    assert 'llmops_sglang_verdict_canary_passed{%s,canary="speculative_lossless"} 0\n' % labels in result["metrics"]
+    assert 'canary="tool_call"' not in result["metrics"] and "token 17" not in result["metrics"]
+    assert 'llmops_sglang_verdict_canary_accept_length{%s,context="long"} 1.2\n' % labels in result["metrics"]
+    scraped = scrape_textfiles(textfile_dir)
+    assert "node_textfile_scrape_error 0" in scraped, scraped
+    assert ('llmops_sglang_verdict_canary_passed{canary="speculative_lossless",deployment_id="%s",sglang_instance="qwen36"} 0'
+            % DEPLOYMENT_ID) in scraped
+    assert ('llmops_sglang_verdict_canary_accept_length{context="short",deployment_id="%s",sglang_instance="qwen36"} 2.9'
+            % DEPLOYMENT_ID) in scraped
