@@ -25,6 +25,11 @@ refuses what the real driver refuses, from the same evidence:
   is free again at once, as the driver frees it, whatever container the process ran in. Allocations are checked and
   made under one ledger-wide lock: two servers cannot both take the last free memory.
 
+- What the GPUs report about themselves (persistence mode, PCIe link generation and width, ECC mode, retired pages and
+  remapped rows) is in the ledger's ``hardware.json`` beside their memory, each GPU's ``health`` (healthy values when
+  absent); how they are connected (``nvidia-smi topo -m``'s matrix, CPU and NUMA affinity) in the ledger's
+  ``topology.json``, both written by the GPU kit from its hardware description and faults.
+
 ``python3 nvidia_standin.py --config FILE [nvidia-smi arguments]`` is nvidia-smi; the installer and the GPU kit write
 FILE (``driver.json``: proc_dir, version_path (default proc_dir/version), dev_dir, ledger_dir, driver_version,
 cuda_version).
@@ -47,6 +52,7 @@ CTL_MINOR = 255
 INSTALLED_DIR = "/usr/lib/x86_64-linux-gnu/nvidia-standin"
 CONFIG_NAME = "driver.json"
 HARDWARE_NAME = "hardware.json"
+TOPOLOGY_NAME = "topology.json"
 ALLOCATIONS_DIR = "allocations"
 LEDGER_LOCK = ".ledger.lock"
 
@@ -64,6 +70,13 @@ NO_PERMISSION = "Failed to initialize NVML: Insufficient Permissions"
 VERSION_MISMATCH = "Failed to initialize NVML: Driver/library version mismatch"
 NO_DEVICES = "No devices were found"
 
+# What a healthy GPU reports (nvidia-smi --query-gpu, noheader,nounits), as the H200 captured with driver 580.159.04
+# (tests/unit/plugins/module_utils/data/gpu_preflight/h200-vm-580.159.04/query-gpu-csv.txt): persistence Enabled, link
+# at its maximum, ECC Enabled, "[N/A]" for retired pages (GPUs since Ampere remap rows instead), no row remapping pending
+# or failed. pcie_gen_hostmax: what the slot allows (pcie.link.gen.max is the lower of it and the GPU's own).
+HEALTHY = {"persistence_mode": "Enabled", "pcie_gen_current": 4, "pcie_gen_gpumax": 4, "pcie_gen_hostmax": 4,
+           "pcie_width_current": 16, "pcie_width_max": 16, "ecc_mode": "Enabled", "retired_pages_pending": "[N/A]",
+           "remapped_rows_pending": "No", "remapped_rows_failure": "No"}
 _NVRM_VERSION = re.compile(r"^NVRM version: NVIDIA UNIX [A-Za-z0-9_ ]*Kernel Module[A-Za-z0-9_ ]*?\s+([0-9]+\.[0-9]+(?:\.[0-9]+)?)\s")
 _INFORMATION_LINE = re.compile(r"^([A-Za-z][A-Za-z ]*?):\s*(.*?)\s*$")
 _BUS_ID = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
@@ -180,6 +193,22 @@ class Ledger:
 
     def total_mib(self, gpu):
         return int((self.hardware().get(gpu.uuid) or {}).get("memory_total_mib") or 0)
+
+    def health(self, gpu):
+        """What ``gpu`` reports about itself: HEALTHY with the kit's ``health`` entry for it laid over."""
+        health = dict(HEALTHY)
+        health.update((self.hardware().get(gpu.uuid) or {}).get("health") or {})
+        return health
+
+    def topology(self):
+        """``topology.json`` as the GPU kit wrote it ({"links": {uuid: {uuid: code}}, "cpu_affinity": {uuid: cpus},
+        "numa_affinity": {uuid: node}}); {} without one."""
+        try:
+            with open(os.path.join(self.directory, TOPOLOGY_NAME), encoding="utf-8") as handle:
+                data = json.load(handle)
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
 
     def _lock(self):
         """The ledger-wide lock: allocations are checked and written under it (a read-only open suffices for flock)."""
@@ -414,10 +443,11 @@ INFORMATION_TEMPLATE = ("Model: \t\t {name}\nIRQ:   \t\t {irq}\nGPU UUID: \t {uu
                         "Device Minor: \t {minor}\nGPU Firmware: \t {firmware}\nGPU Excluded:\t No\n")
 
 
-def write_driver_state(proc_dir, ledger_dir, gpus, driver_version):
-    """What the kernel module and the GPUs would show, for ``gpus`` (dicts: bus_id, uuid, name, minor, memory_total_mib):
-    ``<proc_dir>/gpus/<bus>/information`` in the driver's format (GPUs no longer listed are removed) and the memory
-    ledger (``hardware.json``, an ``allocations`` directory anyone may add to, its lock file). Live allocations stay."""
+def write_driver_state(proc_dir, ledger_dir, gpus, driver_version, topology=None):
+    """What the kernel module and the GPUs would show, for ``gpus`` (dicts: bus_id, uuid, name, minor, memory_total_mib,
+    optionally health: HEALTHY's keys): ``<proc_dir>/gpus/<bus>/information`` in the driver's format (GPUs no longer
+    listed are removed) and the memory ledger (``hardware.json``, an ``allocations`` directory anyone may add to, its
+    lock file). Live allocations stay. ``topology`` (see Ledger.topology) is written to ``topology.json`` when given."""
     gpus_dir = os.path.join(proc_dir, "gpus")
     os.makedirs(gpus_dir, exist_ok=True)
     wanted = set()
@@ -441,12 +471,25 @@ def write_driver_state(proc_dir, ledger_dir, gpus, driver_version):
     # Like /tmp: every user of every container may hold GPU memory; only its owner may remove a record.
     os.chmod(ledger_dir, 0o755)
     os.chmod(allocations, 0o1777)
-    hardware = dict((gpu["uuid"], {"memory_total_mib": int(gpu["memory_total_mib"]), "name": gpu["name"]}) for gpu in gpus)
+    hardware = {}
+    for gpu in gpus:
+        hardware[gpu["uuid"]] = {"memory_total_mib": int(gpu["memory_total_mib"]), "name": gpu["name"]}
+        if gpu.get("health"):
+            unknown = set(gpu["health"]) - set(HEALTHY)
+            if unknown:
+                raise ValueError("unknown GPU health keys: %s" % ", ".join(sorted(unknown)))
+            hardware[gpu["uuid"]]["health"] = dict(gpu["health"])
     temporary = os.path.join(ledger_dir, HARDWARE_NAME + ".tmp")
     with open(temporary, "w", encoding="utf-8") as handle:
         json.dump(hardware, handle, sort_keys=True, indent=1)
     os.chmod(temporary, 0o644)
     os.replace(temporary, os.path.join(ledger_dir, HARDWARE_NAME))
+    if topology is not None:
+        temporary = os.path.join(ledger_dir, TOPOLOGY_NAME + ".tmp")
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump(topology, handle, sort_keys=True, indent=1)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, os.path.join(ledger_dir, TOPOLOGY_NAME))
     lock = os.path.join(ledger_dir, LEDGER_LOCK)
     if not os.path.exists(lock):
         with open(lock, "w", encoding="utf-8"):
@@ -481,15 +524,39 @@ _HEADERS = {"index": "index", "name": "name", "uuid": "uuid", "pci.bus_id": "pci
             "driver_version": "driver_version", "count": "count", "pid": "pid", "process_name": "process_name",
             "used_memory": "used_gpu_memory [MiB]", "used_gpu_memory": "used_gpu_memory [MiB]", "gpu_uuid": "gpu_uuid",
             "gpu_bus_id": "gpu_bus_id"}
+# The fields below are answered from the GPU's health (HEALTHY's keys); each is a field of the real --help-query-gpu
+# (580.159.04), and the header is the field's name, as the real one prints it.
+_HEALTH_FIELDS = {"persistence_mode": "persistence_mode", "pcie.link.gen.current": "pcie_gen_current",
+                  "pcie.link.gen.gpucurrent": "pcie_gen_current", "pcie.link.gen.gpumax": "pcie_gen_gpumax",
+                  "pcie.link.gen.hostmax": "pcie_gen_hostmax", "pcie.link.width.current": "pcie_width_current",
+                  "pcie.link.width.max": "pcie_width_max", "ecc.mode.current": "ecc_mode", "ecc.mode.pending": "ecc_mode",
+                  "retired_pages.pending": "retired_pages_pending", "remapped_rows.pending": "remapped_rows_pending",
+                  "remapped_rows.failure": "remapped_rows_failure"}
 _GPU_FIELDS = ("index", "name", "uuid", "pci.bus_id", "minor_number", "memory.total", "memory.used", "memory.free",
-               "driver_version", "count")
+               "driver_version", "count", "pcie.link.gen.max") + tuple(_HEALTH_FIELDS)
 _APP_FIELDS = ("pid", "process_name", "used_memory", "used_gpu_memory", "gpu_uuid", "gpu_bus_id")
 _MIB_FIELDS = ("memory.total", "memory.used", "memory.free", "used_memory", "used_gpu_memory")
+# nvidia-smi topo -m: the legend as driver 580.159.04 prints it (h200-vm-580.159.04/topo-m.txt).
+TOPO_LEGEND = """
+Legend:
+
+  X    = Self
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
+  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
+  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
+  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
+  PIX  = Connection traversing at most a single PCIe bridge
+  NV#  = Connection traversing a bonded set of # NVLinks
+"""
+UNDERLINE, RESET = "\x1b[4m", "\x1b[0m"
+# Without a topology.json (a driver state written without the kit's hardware description): every pair of GPUs on
+# root ports of one host bridge, CPUs 0-15 of NUMA node 0.
+DEFAULT_LINK, DEFAULT_CPUS, DEFAULT_NUMA = "PHB", "0-15", "0"
 
 
 def _csv(rows, fields, options, out):
     if "noheader" not in options:
-        out.write(", ".join(_HEADERS[field] for field in fields) + "\n")
+        out.write(", ".join(_HEADERS.get(field, field) for field in fields) + "\n")
     for row in rows:
         values = []
         for field in fields:
@@ -502,9 +569,54 @@ def _csv(rows, fields, options, out):
 
 def _gpu_row(driver, gpu, count):
     total, used = driver.memory_total_mib(gpu), driver.memory_used_mib(gpu)
-    return {"index": gpu.index, "name": gpu.name, "uuid": gpu.uuid, "pci.bus_id": gpu.smi_bus_id, "minor_number": gpu.minor,
-            "memory.total": total, "memory.used": used, "memory.free": max(total - used, 0),
-            "driver_version": driver.driver_version or driver.kernel_version(), "count": count}
+    row = {"index": gpu.index, "name": gpu.name, "uuid": gpu.uuid, "pci.bus_id": gpu.smi_bus_id, "minor_number": gpu.minor,
+           "memory.total": total, "memory.used": used, "memory.free": max(total - used, 0),
+           "driver_version": driver.driver_version or driver.kernel_version(), "count": count}
+    health = driver.ledger.health(gpu) if driver.ledger else dict(HEALTHY)
+    for field, key in _HEALTH_FIELDS.items():
+        row[field] = health[key]
+    # "The maximum PCI-E link generation possible with this GPU and system configuration" (--help-query-gpu).
+    limits = [value for value in (health["pcie_gen_gpumax"], health["pcie_gen_hostmax"]) if isinstance(value, int)]
+    row["pcie.link.gen.max"] = min(limits) if limits else "[N/A]"
+    return row
+
+
+def _topology(driver, gpus, out):
+    """``nvidia-smi topo -m``: the matrix of the GPUs this process sees, tab-separated, the header underlined."""
+    topology = driver.ledger.topology() if driver.ledger else {}
+    links = topology.get("links") or {}
+    names = ["GPU%d" % gpu.index for gpu in gpus]
+    out.write("\t%s%s%s\n" % (UNDERLINE, "\t".join(names + ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]), RESET))
+    for gpu in gpus:
+        cells = []
+        for other in gpus:
+            cells.append(" X " if other is gpu else (links.get(gpu.uuid) or {}).get(other.uuid, DEFAULT_LINK))
+        cpus = (topology.get("cpu_affinity") or {}).get(gpu.uuid, DEFAULT_CPUS)
+        numa = (topology.get("numa_affinity") or {}).get(gpu.uuid, DEFAULT_NUMA)
+        # The real one leaves an empty cell before GPU NUMA ID (h200-vm-580.159.04/topo-m.txt).
+        out.write("GPU%d\t%s\t%s\t%s\t\tN/A\n" % (gpu.index, "\t".join(cells), cpus, numa))
+    out.write(TOPO_LEGEND)
+    return 0
+
+
+def topo(argv, driver, out, err):
+    """``nvidia-smi topo``: ``-m``/``--matrix`` only (the stand-in's part of it)."""
+    if argv in (["-m"], ["--matrix"]):
+        try:
+            gpus = driver.visible_gpus()
+        except NvmlError as failure:
+            out.write("\n".join(failure.lines) + "\n")
+            return failure.code
+        if not gpus:
+            out.write(NO_DEVICES + "\n")
+            return EXIT_NOT_FOUND
+        return _topology(driver, gpus, out)
+    if "-i" in argv and not ({"-n", "-p"} & set(argv)):
+        # What the real one answers (cfregly/ai-performance-engineering issue 8, "nvidia-smi topo -m -i 0").
+        out.write("The -i command line argument must be used in conjunction with -n or -p.\n")
+        return EXIT_INVALID_ARGUMENT
+    err.write("Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n")
+    return EXIT_INVALID_ARGUMENT
 
 
 def _table(driver, gpus, out):
@@ -530,9 +642,11 @@ def _table(driver, gpus, out):
 
 def nvidia_smi(argv, driver, out=None, err=None):
     """nvidia-smi with ``argv``: -L, --query-gpu=..., --query-compute-apps=..., --format=csv[,noheader][,nounits],
-    -i INDEX|UUID|BUS, --version, or the summary table. Returns the exit status."""
+    -i INDEX|UUID|BUS, --version, topo -m, or the summary table. Returns the exit status."""
     out = out or sys.stdout
     err = err or sys.stderr
+    if argv[:1] == ["topo"]:
+        return topo(list(argv[1:]), driver, out, err)
     if "--version" in argv or "-v" in argv:
         version = driver.driver_version or driver.kernel_version() or "N/A"
         out.write("NVIDIA-SMI version  : %s\nNVML version        : %s\nDRIVER version      : %s\nCUDA Version        : %s\n"
