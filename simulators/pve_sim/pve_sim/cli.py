@@ -281,11 +281,48 @@ def cmd_gpu_kit(args):
     if args.uvm_major is None:
         sys.stderr.write("pve-sim: gpu-kit needs --uvm-major\n")
         return 2
-    result = create_kit(os.path.abspath(args.root), args.uvm_major, args.gpus, args.driver_version, dev_dir and os.path.abspath(dev_dir))
+    from pve_sim.gpu_host import CLEARED_BY_MODPROBE, GpuFaultError  # pylint: disable=import-outside-toplevel
+    from pve_sim.gpu_kit import read_record  # pylint: disable=import-outside-toplevel
+    hardware = {"topology": args.topology, "iommu": args.iommu, "kernel": args.kernel, "faults": args.fault or []}
+    if args.modprobe:
+        # What nvidia-modprobe -u -c0 does to a node: the same hardware and faults, nvidia-uvm loaded and its nodes made.
+        record = read_record(os.path.abspath(args.root))
+        hardware.update((key, value) for key, value in (record.get("description") or {}).items()
+                        if key in ("topology", "iommu", "kernel"))
+        hardware["faults"] = [fault for fault in record.get("faults") or [] if fault["name"] not in CLEARED_BY_MODPROBE]
+    try:
+        result = create_kit(os.path.abspath(args.root), args.uvm_major, args.gpus, args.driver_version,
+                            dev_dir and os.path.abspath(dev_dir), **hardware)
+    except (GpuFaultError, ValueError) as error:
+        sys.stderr.write("pve-sim: gpu-kit: %s\n" % error)
+        return 2
     if args.node_root:
         result["node_programs"] = write_node_programs(os.path.abspath(args.node_root), result["root"], args.uvm_major, args.gpus,
                                                       args.driver_version, result["dev_dir"], args.real_dev)
     print(json.dumps(result, indent=2))
+    return 0
+
+
+def cmd_gpu_fault(args):
+    from pve_sim import gpu_kit  # pylint: disable=import-outside-toplevel
+    from pve_sim.gpu_host import GpuFaultError  # pylint: disable=import-outside-toplevel
+
+    root = os.path.abspath(args.root)
+    if not gpu_kit.read_record(root).get("description"):
+        sys.stderr.write("pve-sim: gpu-fault: no GPU kit at %s (pve-sim gpu-kit --root %s ... first)\n" % (root, root))
+        return 2
+    try:
+        if args.action == "add":
+            if not args.faults:
+                sys.stderr.write("pve-sim: gpu-fault add needs at least one fault (NAME or NAME=VALUE)\n")
+                return 2
+            gpu_kit.add_faults(root, args.faults)
+        elif args.action == "clear":
+            gpu_kit.clear_faults(root, [name.partition("=")[0] for name in args.faults])
+    except GpuFaultError as error:
+        sys.stderr.write("pve-sim: gpu-fault: %s\n" % error)
+        return 2
+    print(json.dumps({"faults": gpu_kit.read_record(root).get("faults") or []}, indent=2))
     return 0
 
 
@@ -395,6 +432,11 @@ def cmd_fault(args):
     return 0
 
 
+def gpu_host_choices(name):
+    from pve_sim import gpu_host  # pylint: disable=import-outside-toplevel
+    return getattr(gpu_host, name)
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="pve-sim", description="A Proxmox VE node simulator for tests and sandboxes.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -443,7 +485,28 @@ def build_parser():
     kit.add_argument("--node-root",
                      help="also write stand-ins for the node's nvidia-modprobe (recreates these nodes; uvm major in NODE_ROOT/uvm-major) "
                           "and udevadm under NODE_ROOT/usr/bin, logging their calls to NODE_ROOT/<program>.log")
+    kit.add_argument("--topology", choices=gpu_host_choices("TOPOLOGIES"), default="switch",
+                     help="how the GPUs are connected: switch (one PCIe switch, PIX), root-ports (a root port each, PHB), "
+                          "host-bridges (a host bridge each, NODE), sockets (half on each of two sockets, SYS across), "
+                          "nvlink (root ports, and an NVLink bridge: NV4); default switch")
+    kit.add_argument("--iommu", choices=gpu_host_choices("IOMMU_MODES"), default="passthrough",
+                     help="IOMMU default domain: passthrough (iommu=pt, groups of type identity), translated (DMA-FQ), "
+                          "off (no groups); default passthrough")
+    kit.add_argument("--kernel", default="6.14.8-2-pve", help="the running kernel (the NVIDIA module is built for it)")
+    kit.add_argument("--fault", action="append", metavar="NAME[=VALUE]",
+                     help="a GPU fault switch (repeatable; see pve-sim gpu-fault and simulators/pve_sim/README.md)")
+    kit.add_argument("--modprobe", action="store_true",
+                     help="what nvidia-modprobe -u -c0 does: keep the kit's hardware and faults, load nvidia-uvm and make "
+                          "its nodes (clears the rebooted and uvm-nodes-missing faults)")
     kit.set_defaults(func=cmd_gpu_kit)
+
+    gpu_fault = sub.add_parser("gpu-fault", help="GPU fault switches of a GPU kit (kept in ROOT/kit.json; the kit's files "
+                                                 "are made again at once)")
+    gpu_fault.add_argument("action", choices=["add", "list", "clear"])
+    gpu_fault.add_argument("faults", nargs="*", metavar="NAME[=VALUE]",
+                           help="add: the faults to switch on; clear: the names to switch off (all without names)")
+    gpu_fault.add_argument("--root", required=True, help="the kit's root (gpu-kit --root)")
+    gpu_fault.set_defaults(func=cmd_gpu_fault)
 
     template = sub.add_parser("template", help="build the local debootstrap template (reused while its recipe is current), or check it")
     template.add_argument("action", choices=["build", "check"],

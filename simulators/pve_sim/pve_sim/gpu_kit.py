@@ -28,6 +28,8 @@ import stat
 import sys
 import time
 
+from pve_sim import gpu_host
+
 NVIDIA_MAJOR = 195
 CTL_MINOR = 255
 MODESET_MINOR = 254
@@ -89,28 +91,58 @@ def _mknod(path, major, minor, mode=0o666):
     return True
 
 
-def kit_gpus(count, gpu_name=DEFAULT_GPU_NAME, memory_mib=DEFAULT_MEMORY_MIB):
+def kit_gpus(count, gpu_name=DEFAULT_GPU_NAME, memory_mib=DEFAULT_MEMORY_MIB, topology=gpu_host.DEFAULT_TOPOLOGY):
     """The kit's GPUs in PCI order (nvidia-smi's index order), each with its device minor (pairs swapped)."""
     if not 0 <= count <= MAX_GPUS:
         raise ValueError("a GPU kit has 0 to %d GPUs, not %d" % (MAX_GPUS, count))
     gpus = []
-    for index in range(count):
+    for index, bus_id in enumerate(gpu_host.gpu_bus_ids(topology, count)):
         minor = index ^ 1 if (index ^ 1) < count else index
         gpus.append({"index": index, "minor": minor, "name": gpu_name, "memory_total_mib": memory_mib,
-                     "uuid": "GPU-%08x-5e1d-4c0a-9b7e-%012x" % (0x5e1d0000 + index, index),
-                     "bus_id": "0000:%02x:00.0" % (0x11 + index * 7)})
+                     "uuid": "GPU-%08x-5e1d-4c0a-9b7e-%012x" % (0x5e1d0000 + index, index), "bus_id": bus_id})
     return gpus
 
 
+def read_record(root):
+    """The kit's kit.json ({} without one)."""
+    try:
+        with open(os.path.join(root, KIT_RECORD), encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return {}
+
+
 def create_kit(root, uvm_major, gpus=2, driver_version="580.95.05", dev_dir=None, cuda_version="13.0", gpu_name=DEFAULT_GPU_NAME,
-               memory_mib=DEFAULT_MEMORY_MIB):
-    """Create the kit under ``root`` (dev nodes in ``dev_dir``, default ROOT/dev); returns a description of what exists."""
+               memory_mib=DEFAULT_MEMORY_MIB, topology=gpu_host.DEFAULT_TOPOLOGY, iommu=gpu_host.DEFAULT_IOMMU,
+               kernel=gpu_host.DEFAULT_KERNEL, faults=()):
+    """Create the kit under ``root`` (dev nodes in ``dev_dir``, default ROOT/dev); returns a description of what exists.
+    ``topology``, ``iommu``, ``kernel``: the node's hardware and kernel (gpu_host); ``faults``: gpu_host fault switches
+    ("NAME" or "NAME=VALUE" strings, or {"name", "value"} as kit.json keeps them)."""
+    if topology not in gpu_host.TOPOLOGIES:
+        raise ValueError("topology must be one of %s, not %r" % (", ".join(gpu_host.TOPOLOGIES), topology))
+    if iommu not in gpu_host.IOMMU_MODES:
+        raise ValueError("iommu must be one of %s, not %r" % (", ".join(gpu_host.IOMMU_MODES), iommu))
+    faults = [fault if isinstance(fault, dict) else gpu_host.parse_fault(fault, gpus) for fault in faults]
     dev_dir = dev_dir or os.path.join(root, "dev")
     os.makedirs(dev_dir, exist_ok=True)
-    described = kit_gpus(gpus, gpu_name, memory_mib)
+    described = kit_gpus(gpus, gpu_name, memory_mib, topology)
+    description = {"uvm_major": uvm_major, "gpus": gpus, "driver_version": driver_version, "dev_dir": dev_dir,
+                   "cuda_version": cuda_version, "gpu_name": gpu_name, "memory_mib": memory_mib, "topology": topology,
+                   "iommu": iommu, "kernel": kernel}
+    host = gpu_host.write_host(root, described, description, faults, uvm_major, driver_version)
+    for gpu in described:
+        gpu["health"] = gpu_host.gpu_health(gpu["index"], gpu, host["links"], host["found"])
     nodes = [("nvidia%d" % gpu["minor"], NVIDIA_MAJOR, gpu["minor"]) for gpu in described]
-    nodes += [("nvidiactl", NVIDIA_MAJOR, CTL_MINOR), ("nvidia-modeset", NVIDIA_MAJOR, MODESET_MINOR),
-              ("nvidia-uvm", uvm_major, 0), ("nvidia-uvm-tools", uvm_major, 1)]
+    nodes += [("nvidiactl", NVIDIA_MAJOR, CTL_MINOR), ("nvidia-modeset", NVIDIA_MAJOR, MODESET_MINOR)]
+    uvm_nodes = [("nvidia-uvm", host["uvm_major"], 0), ("nvidia-uvm-tools", host["uvm_major"], 1)]
+    if host["uvm_nodes"]:
+        nodes += uvm_nodes
+    else:
+        # Gone with the reboot (a tmpfs /dev) or never made: remove the kit's own.
+        for name, _major, _minor in uvm_nodes:
+            path = os.path.join(dev_dir, name)
+            if os.path.lexists(path) and stat.S_ISCHR(os.lstat(path).st_mode):
+                os.unlink(path)
     for minor in range(gpus, MAX_GPUS):
         stale = os.path.join(dev_dir, "nvidia%d" % minor)
         if os.path.exists(stale):
@@ -127,10 +159,9 @@ def create_kit(root, uvm_major, gpus=2, driver_version="580.95.05", dev_dir=None
         handle.write(VERSION_TEMPLATE.format(version=driver_version, date=time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())))
     ledger_dir = os.path.join(root, "gpu-memory")
     standin = load_driver_standin()
-    standin.write_driver_state(proc_dir, ledger_dir, described, driver_version)
-    # /proc/devices stand-in: where a host looks up the dynamic uvm major.
-    with open(os.path.join(root, "proc", "devices"), "w", encoding="utf-8") as handle:
-        handle.write("Character devices:\n  1 mem\n  5 /dev/tty\n195 nvidia-frontend\n%3d nvidia-uvm\n\nBlock devices:\n  7 loop\n" % uvm_major)
+    standin.write_driver_state(proc_dir, ledger_dir, described, driver_version,
+                               topology=gpu_host.smi_topology(topology, host["tree"], described))
+    # ROOT/proc/devices (gpu_host): where a host looks up the dynamic uvm major.
     # The node's nvidia-smi: the driver stand-in, copied into the kit, with the kit's paths.
     lib_dir = os.path.join(root, "usr", "lib", "nvidia-standin")
     os.makedirs(lib_dir, exist_ok=True)
@@ -146,11 +177,45 @@ def create_kit(root, uvm_major, gpus=2, driver_version="580.95.05", dev_dir=None
         handle.write(NVIDIA_SMI % {"python": sys.executable, "lib": lib_dir, "config": config})
     os.chmod(smi, 0o755)
     # What remove_kit takes away again (only nodes that are still these devices).
+    # (and what gpu-fault re-creates the kit from).
+    previous = read_record(root).get("nodes") or []
+    made = set(node["path"] for node in created)
+    created += [node for node in previous if node["path"] not in made and os.path.lexists(node["path"])]
     with open(os.path.join(root, KIT_RECORD), "w", encoding="utf-8") as handle:
-        json.dump({"nodes": created}, handle, indent=1, sort_keys=True)
-    return {"root": root, "dev_dir": dev_dir, "nodes": created, "gpus": described, "proc_version": version_file,
-            "proc_dir": proc_dir, "ledger_dir": ledger_dir, "nvidia_smi": smi, "proc_devices": os.path.join(root, "proc", "devices"),
-            "driver_version": driver_version, "uvm_major": uvm_major}
+        json.dump({"nodes": created, "description": description, "faults": faults}, handle, indent=1, sort_keys=True)
+    return dict(host["paths"], root=root, dev_dir=dev_dir, nodes=created, gpus=described, proc_version=version_file,
+                proc_dir=proc_dir, ledger_dir=ledger_dir, nvidia_smi=smi, proc_devices=os.path.join(root, "proc", "devices"),
+                driver_version=driver_version, uvm_major=host["uvm_major"], topology=topology, iommu=iommu,
+                faults=faults)
+
+
+def set_faults(root, faults):
+    """Re-create the kit at ``root`` from its kit.json with ``faults`` (parsed dicts) instead of its own."""
+    record = read_record(root)
+    description = record.get("description")
+    if not description:
+        raise ValueError("no GPU kit at %s (no %s with a description)" % (root, KIT_RECORD))
+    return create_kit(root, faults=faults, **description)
+
+
+def add_faults(root, names):
+    """Add the fault switches ``names`` ("NAME" or "NAME=VALUE") to the kit at ``root``; one of a name replaces the
+    one before it (xid adds another line); returns the kit."""
+    record = read_record(root)
+    gpus = (record.get("description") or {}).get("gpus", 0)
+    faults = list(record.get("faults") or [])
+    for name in names:
+        fault = gpu_host.parse_fault(name, gpus)
+        if fault["name"] != "xid":
+            faults = [item for item in faults if item["name"] != fault["name"]]
+        faults.append(fault)
+    return set_faults(root, faults)
+
+
+def clear_faults(root, names=()):
+    """Remove the named fault switches (all without names) from the kit at ``root``; returns the kit."""
+    faults = read_record(root).get("faults") or []
+    return set_faults(root, [fault for fault in faults if names and fault["name"] not in names])
 
 
 def remove_kit(root):
@@ -175,11 +240,12 @@ def remove_kit(root):
 
 NVIDIA_MODPROBE = """#!/usr/bin/env bash
 # pve-sim stand-in for nvidia-modprobe: logs its arguments and (re)creates the GPU kit's nodes, the uvm ones with the
-# major in %(major_file)s (a node's driver update changes it), as nvidia-modprobe -c0 -u does on a real node.
+# major in %(major_file)s (a node's driver update changes it), as nvidia-modprobe -c0 -u does on a real node; the kit's
+# hardware and GPU faults stay, but for those nvidia-modprobe repairs (gpu-kit --modprobe).
 set -eu
 echo "$*" >> %(log)s
 PYTHONPATH=%(source)s exec %(python)s -m pve_sim gpu-kit --root %(kit)s --uvm-major "$(cat %(major_file)s)" --gpus %(gpus)d \\
-  --driver-version %(driver)s --dev-dir %(dev_dir)s%(real_dev)s >/dev/null
+  --driver-version %(driver)s --dev-dir %(dev_dir)s%(real_dev)s --modprobe >/dev/null
 """
 
 UDEVADM = """#!/usr/bin/env bash
