@@ -324,3 +324,10 @@ def test_canary_label_values_go_through_the_escaping_helper(monkeypatch):
     text = render_verdict(dict(PASSED, canaries=[{"name": 'odd "name"\\x', "passed": False}]), WRITTEN_AT)
     assert 'canary="odd \\"name\\"\\\\x"} 0' in text
     assert check_metrics(text)[0] == 0
+
+
+def test_the_canary_names_are_those_sglang_canary_runs():
+    # Two lists kept apart (the renderer does not import the canaries' HTTP code); this keeps them equal.
+    from ansible_collections.llmops.serving.plugins.module_utils import canary, verdict_metrics
+
+    assert verdict_metrics.CANARY_NAMES == canary.CANARIES
