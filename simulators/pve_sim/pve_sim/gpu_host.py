@@ -83,7 +83,7 @@ class GpuFaultError(ValueError):
 
 def parse_fault(text, gpus):
     """``NAME`` or ``NAME=VALUE`` -> {"name", "value"} with the default value filled in; GpuFaultError."""
-    name, _, value = str(text).partition("=")
+    name, _sep, value = str(text).partition("=")
     if name not in FAULTS:
         raise GpuFaultError("unknown GPU fault %r (one of: %s)" % (name, ", ".join(sorted(FAULTS))))
     kind, default, _help = FAULTS[name]
@@ -113,15 +113,15 @@ def _fault_arguments(fault, gpus):
             return list(range(gpus))
         return [_gpu_index(value, gpus, name)]
     if name in ("narrow-link", "slow-link"):
-        gpu, _, number = value.partition(":")
+        gpu, _sep, number = value.partition(":")
         number = number or FAULTS[name][1].split(":")[1]
         allowed = (1, 2, 4, 8) if name == "narrow-link" else (1, 2, 3, 4)
         if not number.isdigit() or int(number) not in allowed:
-            raise GpuFaultError("GPU fault %s: %s must be one of %s" % (name, "width" if name == "narrow-link" else "generation",
-                                                                         ", ".join(str(item) for item in allowed)))
+            what = "width" if name == "narrow-link" else "generation"
+            raise GpuFaultError("GPU fault %s: %s must be one of %s" % (name, what, ", ".join(str(item) for item in allowed)))
         return (_gpu_index(gpu, gpus, name), int(number))
     if name == "xid":
-        code, _, gpu = value.partition(":")
+        code, _sep, gpu = value.partition(":")
         if not code.isdigit() or not 1 <= int(code) <= 999:
             raise GpuFaultError("GPU fault xid: the code must be 1-999, not %r" % code)
         return (int(code), _gpu_index(gpu or "1", gpus, name) if gpus > 1 or gpu else 0)
@@ -621,7 +621,7 @@ def write_host(root, gpus, description, faults, uvm_major, driver_version):
                    lspci_blocks(tree, gpus, links, iommu, "acs-redirect" in found)], handle, indent=1)
     _write(os.path.join(bin_dir, "lspci"), LSPCI % {"python": python, "data": data}, 0o755)
     # Kernels: the running one with the module; a newer one without it when the fault says so.
-    kernels = [kernel] + [release for release in found.get("module-missing-next-kernel", [])]
+    kernels = [kernel] + list(found.get("module-missing-next-kernel", []))
     for directory in ("boot", os.path.join("lib", "modules")):
         shutil.rmtree(os.path.join(root, directory), ignore_errors=True)
     for release in kernels:
