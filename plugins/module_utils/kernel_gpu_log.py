@@ -141,7 +141,7 @@ def parse_cmdline(text):
     wanted = ("iommu", "intel_iommu", "amd_iommu", "iommu.passthrough", "iommu.strict", "pci")
     found = {}
     for token in (text or "").split():
-        name, _, value = token.partition("=")
+        name, _sep, value = token.partition("=")
         if name in wanted:
             found[name] = value
     return found

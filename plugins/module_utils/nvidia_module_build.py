@@ -122,9 +122,12 @@ def headers_package(kernel):
     return "linux-headers-%s" % kernel
 
 
-def build_state(modules_root, boot_dir, boot_pin_file, running_kernel, status):
+def build_state(modules_root, boot_dir, boot_pin_file, running_kernel, status, loaded=None):
     """What was found per kernel: ``{"running", "next_boot", "pin", "pin_file", "installed", "kernels": {kernel:
-    {"module_files", "dkms_line"}}}`` for the running and the next-boot kernel."""
+    {"module_files", "dkms_line", "loaded"}}}`` for the running and the next-boot kernel.
+
+    ``loaded``: evidence that the NVIDIA module is loaded now (for example ``/sys/module/nvidia``); a loaded module
+    was built for the running kernel, wherever its file lies (some distributions keep modules outside /lib/modules)."""
     kernels = installed_kernels(modules_root, boot_dir)
     pin, pin_file = read_pin(boot_pin_file)
     following = next_boot_kernel(kernels, pin)
@@ -133,7 +136,8 @@ def build_state(modules_root, boot_dir, boot_pin_file, running_kernel, status):
     for kernel in [running_kernel, following]:
         if kernel and kernel not in state["kernels"]:
             state["kernels"][kernel] = {"module_files": module_files(modules_root, kernel)[:5],
-                                        "dkms_line": dkms_installed(status, kernel)}
+                                        "dkms_line": dkms_installed(status, kernel),
+                                        "loaded": loaded if kernel == running_kernel else None}
     return state
 
 
@@ -146,7 +150,7 @@ def build_findings(state, status):
         if not kernel or (role == "next boot" and kernel == state["running"]):
             continue
         facts = state["kernels"][kernel]
-        if facts["module_files"] or facts["dkms_line"]:
+        if facts["module_files"] or facts["dkms_line"] or facts.get("loaded"):
             continue
         evidence = nvidia_lines[:4] or ["dkms status lists no nvidia module"]
         evidence.append("no nvidia.ko* under the module tree of %s" % kernel)

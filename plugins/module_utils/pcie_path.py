@@ -171,7 +171,7 @@ def parse_lspci(text):
             continue
         if current is None:
             current = devices.setdefault(None, _blank(None))
-        label, _, rest = line.partition(":")
+        label, _sep, rest = line.partition(":")
         label = label.strip()
         if label == "LnkCap":
             current["lnkcap"] = _link(rest)

@@ -56,10 +56,10 @@ def test_an_older_driver_refuses_gpucurrent_and_the_query_falls_back():
 
 
 def test_a_missing_or_failing_nvidia_smi_is_an_error_finding():
-    _gpus, [missing], _ = checks.query_gpus("nvidia-smi", fake_runner([{"rc": None, "missing": True, "error": "nvidia-smi: not found"}]))
+    _gpus, [missing], _fields = checks.query_gpus("nvidia-smi", fake_runner([{"rc": None, "missing": True, "error": "nvidia-smi: not found"}]))
     assert (missing.check, missing.severity) == ("nvidia_smi_failed", "error") and "not installed" in missing.what
     failing = fake_runner([{"rc": 18, "stdout": "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 570.124\n"}])
-    _gpus, [failed], _ = checks.query_gpus("nvidia-smi", failing)
+    _gpus, [failed], _fields = checks.query_gpus("nvidia-smi", failing)
     assert "Driver/library version mismatch" in failed.what
 
 
@@ -81,8 +81,8 @@ def test_each_gpu_finding_on_a_synthetic_variant_of_the_real_row(changes, check,
 
 
 def test_not_available_values_and_ecc_not_supported_give_no_finding():
-    [gpu] = checks.parse_gpu_query(h200_row(**{"ecc.mode.current": "[N/A]", "persistence_mode": "[Not Supported]",
-                                                "pcie.link.width.current": "N/A"}), H200_NH_FIELDS)
+    changes = {"ecc.mode.current": "[N/A]", "persistence_mode": "[Not Supported]", "pcie.link.width.current": "N/A"}
+    [gpu] = checks.parse_gpu_query(h200_row(**changes), H200_NH_FIELDS)
     assert gpu["ecc_mode"] is None and gpu["pcie"]["width_current"] is None and checks.gpu_findings(gpu) == []
 
 
