@@ -176,6 +176,31 @@ def _number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
 
 
+# The resolved server arguments /server_info reports that change the numbers behind a greedy token: the model and its
+# weights, parallelism, precision, kernels, speculative decoding. Port, key, log level or parsers do not, and are left out
+# so that a reference survives them, and so is random_seed (SGLang draws one per start; greedy tokens do not use it).
+# The speculative_* ones are what base_key() drops.
+NUMERIC_SERVER_FIELDS = (
+    "model_path", "revision", "tokenizer_path", "dtype", "quantization", "kv_cache_dtype", "tp_size", "pp_size", "dp_size",
+    "ep_size", "enable_dp_attention", "attention_backend", "sampling_backend", "moe_runner_backend",
+    "enable_deterministic_inference", "disable_cuda_graph", "chunked_prefill_size",
+    "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+)
+
+
+def numeric_server_args(info):
+    """{name: value} of NUMERIC_SERVER_FIELDS in a /server_info answer (scalars only, strings cut)."""
+    found = {}
+    for name in NUMERIC_SERVER_FIELDS:
+        value = info.get(name)
+        if isinstance(value, str):
+            found[name] = quote(value, 200)
+        elif value is None or isinstance(value, (bool, int)) or (isinstance(value, float) and not math.isnan(value)):
+            found[name] = value
+    return found
+
+
 def server_facts(client, timeout):
     """The fields of /server_info the canaries need (never the rest: it holds the API key in clear text)."""
     try:
@@ -193,6 +218,7 @@ def server_facts(client, timeout):
     for name in ("tool_call_parser", "reasoning_parser", "version"):
         value = info.get(name)
         facts[name] = quote(value, 80) if isinstance(value, str) and value else None
+    facts["numerics"] = numeric_server_args(info)
     return facts
 
 

@@ -70,6 +70,14 @@ options:
         same deployment without speculation, whose reference V(speculative_lossless) compares with.
     type: dict
     required: true
+  key_from_server:
+    description:
+      - Add to O(reference_key) the resolved server arguments that change numerics, as C(/server_info) reports them
+        (C(model_path), C(revision), C(dtype), C(quantization), C(kv_cache_dtype), C(tp_size), C(attention_backend), the
+        C(speculative_*) settings and a few more; never the port, the key or the parsers), so that the caller passes only
+        what the server cannot tell (the model revision on disk, the package versions).
+    type: bool
+    default: true
   reference_path:
     description:
       - The JSON file that keeps the references of every key, kept by the caller beside the deployment record (for
@@ -302,6 +310,7 @@ def main():
             prompts=dict(type="list", elements="str"),
             reference_tokens=dict(type="int", default=32, no_log=False),
             reference_key=dict(type="dict", required=True, no_log=False),
+            key_from_server=dict(type="bool", default=True),
             reference_path=dict(type="path", required=True),
             refresh_reference=dict(type="bool", default=False),
             speculative=dict(type="bool"),
@@ -338,13 +347,15 @@ def main():
     except (TypeError, ValueError) as exc:
         module.fail_json(msg="reference_key must hold JSON values only: %s" % exc)
     tokens = params["reference_tokens"]
-    key_hash = canary.key_hash(key, tokens)
-    base_hash = canary.key_hash(canary.base_key(key), tokens)
     path = params["reference_path"]
     client = Client(params["url"], api_key, params["validate_certs"], params["use_proxy"])
     timeout = params["timeout"]
 
     server = canary.server_facts(client, timeout)
+    if params["key_from_server"]:
+        key = dict(key, **server.get("numerics", {}))
+    key_hash = canary.key_hash(key, tokens)
+    base_hash = canary.key_hash(canary.base_key(key), tokens)
     speculative = params["speculative"]
     if speculative is None:
         speculative = bool(server.get("speculative_algorithm"))

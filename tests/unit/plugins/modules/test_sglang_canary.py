@@ -100,9 +100,10 @@ def test_skipped_canaries_say_why(sims, tmp_path):
 def test_greedy_reference_mismatch_names_prompt_position_ids_and_text(sims, tmp_path):
     sim = sims([])
     reference = tmp_path / "ref.json"
-    assert not canary_run(sim, reference, canaries=["greedy_reference"])[1]
+    first, failed = canary_run(sim, reference, canaries=["greedy_reference"])
+    assert not failed
     data = json.loads(reference.read_text())
-    entry = data["entries"][canary.key_hash(KEY, 32)]
+    entry = data["entries"][first["reference"]["key_hash"]]
     prompt = canary.DEFAULT_PROMPTS[1]
     entry["prompts"][prompt]["output_ids"][5] += 1
     reference.write_text(json.dumps(data))
@@ -355,3 +356,17 @@ def test_key_hash_and_base_key():
     assert canary.key_hash(KEY, 32) == canary.key_hash(dict(reversed(list(KEY.items()))), 32)
     assert canary.key_hash(KEY, 32) != canary.key_hash(KEY, 16)
     assert canary.base_key(SPEC_KEY) == KEY
+
+
+def test_the_key_takes_the_servers_numerics_from_server_info_and_never_its_port_or_key(sims, tmp_path):
+    sim = sims(["--api-key", API_KEY])
+    reference = tmp_path / "ref.json"
+    result, failed = canary_run(sim, reference, canaries=["greedy_reference"], api_key=API_KEY)
+    assert not failed
+    key = canary.load_references(str(reference))["entries"][result["reference"]["key_hash"]]["key"]
+    assert key["tp_size"] == 1 and "model_path" in key and set(KEY) <= set(key)
+    assert not {"port", "api_key", "host", "tool_call_parser"} & set(key)
+    assert API_KEY not in json.dumps(key)
+    # Without it, the caller's key alone.
+    result, failed = canary_run(sim, tmp_path / "plain.json", canaries=["greedy_reference"], api_key=API_KEY, key_from_server=False)
+    assert not failed and result["reference"]["key_hash"] == canary.key_hash(KEY, 32)
