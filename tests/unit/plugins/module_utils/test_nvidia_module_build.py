@@ -104,3 +104,11 @@ def test_hostile_status_and_missing_trees(tmp_path):
     state = build.build_state(str(tmp_path / "none"), str(tmp_path), str(tmp_path / "pin"), "6.8.4-2-pve", status)
     [finding] = build.build_findings(state, status)
     assert finding.subject == "kernel 6.8.4-2-pve (running)"
+
+
+def test_a_loaded_module_counts_as_built_for_the_running_kernel(tmp_path):
+    # As on the real H200 VM: the module is loaded (/sys/module/nvidia) but its file lies outside /lib/modules.
+    state = build.build_state(str(tmp_path / "none"), str(tmp_path), str(tmp_path / "pin"), "6.18.44-fc-v1252-gpu", None,
+                              loaded="/sys/module/nvidia")
+    assert state["kernels"]["6.18.44-fc-v1252-gpu"]["loaded"] == "/sys/module/nvidia"
+    assert build.build_findings(state, None) == []

@@ -256,3 +256,12 @@ def test_hostile_outputs_are_bounded_and_made_visible(node, tmp_path):
     text = repr(result["findings"])
     assert "\x1b" not in text and "\x07" not in text and "\\x1b]2;pwned\\x07" in result["findings"][0]["what"]
     assert max(len(line) for line in result["summary"]) < 5000
+
+
+def test_a_translated_default_domain_without_iommu_groups_is_not_translation(node):
+    # The real H200 VM logs "iommu: Default domain type: Translated" and has no IOMMU group: nothing translates.
+    node.write("kernel.txt", (H200 / "dmesg-nvidia-iommu.txt").read_text())
+    node.acs(DOWN[0], on=True)
+    result, failed = run_module(gpu_preflight.main, node.args())
+    assert not failed and [gpu["iommu_mode"] for gpu in result["gpus"]] == ["off", "off"]
+    assert checks_of(result, "warning") == [("acs_redirect", "server tp2")]
