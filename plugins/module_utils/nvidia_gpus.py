@@ -25,8 +25,10 @@ import stat
 _INFORMATION_LINE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z ]*?):\s*(?P<value>.*?)\s*$")
 _BUS_ID = re.compile(r"^(?P<domain>[0-9a-fA-F]{4,8}):(?P<bus>[0-9a-fA-F]{2}):(?P<device>[0-9a-fA-F]{2})\.(?P<function>[0-7])$")
 _UUID = re.compile(r"^GPU-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}$")
-# What nvidia_driver_facts asks nvidia-smi for, name last: a GPU's name is the only field that could hold a comma.
-GPU_QUERY_FIELDS = ("index", "uuid", "pci.bus_id", "minor_number", "memory.total", "name")
+# What nvidia_driver_facts asks nvidia-smi for, name last: a GPU's name is the only field that could hold a comma. No
+# minor: nvidia-smi has no query field for it (580.159.04 answers `Field "minor_number" is not a valid field to query.`
+# and exit 2, captured on an H200); the kernel module's information file names it (with_minors).
+GPU_QUERY_FIELDS = ("index", "uuid", "pci.bus_id", "memory.total", "name")
 ALL = "all"
 # The GPU nodes' major (nvidia0..N, nvidiactl, nvidia-modeset); nvidia-uvm's and nvidia-caps' are dynamic.
 NVIDIA_MAJOR = 195
@@ -80,10 +82,11 @@ def index_driver_gpus(gpus):
 
 
 def parse_gpu_query(text):
-    """``nvidia-smi --query-gpu=index,uuid,pci.bus_id,minor_number,memory.total,name --format=csv,noheader,nounits``.
+    """``nvidia-smi --query-gpu=index,uuid,pci.bus_id,memory.total,name --format=csv,noheader,nounits``.
 
-    One dict per GPU: ``index``, ``uuid``, ``bus_id``, ``minor`` (None where the driver prints ``[N/A]``),
-    ``memory_total_mib`` (None likewise) and ``name``. GpuError on a line that is not such a row."""
+    One dict per GPU: ``index``, ``uuid``, ``bus_id``, ``minor`` (None: nvidia-smi cannot be asked for it, see
+    with_minors), ``memory_total_mib`` (None where the driver prints ``[N/A]``) and ``name``. GpuError on a line that is
+    not such a row."""
     gpus = []
     for line in text.splitlines():
         if not line.strip():
@@ -91,10 +94,16 @@ def parse_gpu_query(text):
         parts = [part.strip() for part in line.split(",", len(GPU_QUERY_FIELDS) - 1)]
         if len(parts) != len(GPU_QUERY_FIELDS) or not parts[0].isdigit() or not _UUID.match(parts[1]):
             raise GpuError("nvidia-smi printed %r where a row of %s was expected" % (line.strip()[:200], ",".join(GPU_QUERY_FIELDS)))
-        gpus.append({"index": int(parts[0]), "uuid": parts[1], "bus_id": normalise_bus_id(parts[2]),
-                     "minor": int(parts[3]) if parts[3].isdigit() else None,
-                     "memory_total_mib": int(parts[4]) if parts[4].isdigit() else None, "name": parts[5]})
+        gpus.append({"index": int(parts[0]), "uuid": parts[1], "bus_id": normalise_bus_id(parts[2]), "minor": None,
+                     "memory_total_mib": int(parts[3]) if parts[3].isdigit() else None, "name": parts[4]})
     return gpus
+
+
+def with_minors(gpus, driver_gpus):
+    """nvidia-smi's GPUs with each one's device minor from the kernel module's list (read_driver_gpus), matched by UUID;
+    None for a GPU the module does not list (then its node cannot be named)."""
+    minors = dict((gpu["uuid"].lower(), gpu["minor"]) for gpu in driver_gpus or [])
+    return [dict(gpu, minor=minors.get(gpu["uuid"].lower())) for gpu in gpus]
 
 
 def describe(gpu):

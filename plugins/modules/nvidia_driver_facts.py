@@ -14,7 +14,8 @@ description:
     version; the version of every C(libnvidia-ml.so.<version>) under O(library_dirs) (the NVML library, named by
     NVIDIA's installer after the full driver version) and C(nvidia-smi --query-gpu=driver_version
     --format=csv,noheader), which only answers when NVML can talk to the kernel module.
-  - Lists the GPUs nvidia-smi can use with their node index, UUID, PCI bus ID, device minor (C(/dev/nvidia<minor>)),
+  - Lists the GPUs nvidia-smi can use with their node index, UUID, PCI bus ID, device minor (C(/dev/nvidia<minor>),
+    from the kernel module's information file: nvidia-smi has no query field for it),
     memory and name (one C(--query-gpu) call), and every GPU the kernel module drives from
     C(gpus/<bus>/information) beside O(proc_version_path) (RV(driver_gpus)); inside a container the first are the
     GPUs passed to it, the second all GPUs of the host.
@@ -159,8 +160,8 @@ gpu_count:
   sample: 2
 gpus:
   description:
-    - The GPUs nvidia-smi lists, with C(index) (nvidia-smi's), C(uuid), C(bus_id), C(minor) (of C(/dev/nvidia<minor>);
-      null where nvidia-smi prints C([N/A])), C(memory_total_mib) and C(name).
+    - The GPUs nvidia-smi lists, with C(index) (nvidia-smi's), C(uuid), C(bus_id), C(minor) (of C(/dev/nvidia<minor>), from
+      the kernel module's list; null for a GPU it does not list), C(memory_total_mib) and C(name).
   returned: always
   type: list
   elements: dict
@@ -323,8 +324,8 @@ def run(module):
     if params["nvcc"]:
         nvcc = read_nvcc(module, params["nvcc"])
 
-    gpus = smi["gpus"]
     driver_gpus = read_driver_gpus(params["proc_version_path"])
+    gpus = nvidia_gpus.with_minors(smi["gpus"], driver_gpus) if smi["gpus"] is not None else None
     gpu_problems = []
     if params["expected_gpus"]:
         if gpus is None:

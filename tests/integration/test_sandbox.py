@@ -39,6 +39,7 @@ import urllib.request
 
 import pytest
 
+from ansible_collections.llmops.serving.plugins.module_utils import nvidia_gpus
 from ansible_collections.llmops.serving.tests.integration.pve_sim_support import REPO, PveSim, sim_command, wait_task
 from ansible_collections.llmops.serving.tests.support.ansible_run import ansible_module, ansible_playbook, inventory_args, program, run_env
 from ansible_collections.llmops.serving.tests.support.promtool import check_metrics
@@ -136,11 +137,12 @@ def sandbox():
 
 
 def kit_gpus():
-    """The GPU kit's GPUs as the node's nvidia-smi lists them (index, UUID, device minor)."""
-    listed = subprocess.run([str(SANDBOX / "gpu-kit" / "usr" / "bin" / "nvidia-smi"), "--query-gpu=index,uuid,minor_number",
+    """The GPU kit's GPUs as the node's nvidia-smi lists them (index, UUID), with each one's device minor from the kernel
+    module's information file (nvidia-smi has no query field for it)."""
+    listed = subprocess.run([str(SANDBOX / "gpu-kit" / "usr" / "bin" / "nvidia-smi"), "--query-gpu=index,uuid",
                              "--format=csv,noheader"], capture_output=True, text=True, timeout=30, check=True).stdout
-    return [dict(zip(("index", "uuid", "minor"), (int(index), uuid, int(minor))))
-            for index, uuid, minor in (line.split(", ") for line in listed.splitlines())]
+    minors = dict((gpu["uuid"], gpu["minor"]) for gpu in nvidia_gpus.read_driver_gpus(str(SANDBOX / "gpu-kit" / "proc/driver/nvidia")))
+    return [{"index": int(index), "uuid": uuid, "minor": minors[uuid]} for index, uuid in (line.split(", ") for line in listed.splitlines())]
 
 
 def test_first_deploy_ends_with_two_verified_servers_each_on_its_own_gpus(sandbox):

@@ -25,9 +25,9 @@ def real_fields():
     return names
 
 
-# minor_number was answered before this file; the real 580.159.04 help does not list it (the real nvidia-smi may refuse
-# it): left as it is for the roles and tests that query it, and named here so that no other field joins it.
-NOT_IN_THE_REAL_HELP = {"minor_number"}
+# Every field answered is in the real help (minor_number, once answered here, is refused by the real 580.159.04 with
+# 'Field "minor_number" is not a valid field to query.' and exit 2, and so it is now).
+NOT_IN_THE_REAL_HELP = set()
 
 
 def test_every_field_the_standin_answers_is_a_real_field():
@@ -90,3 +90,9 @@ def test_compute_apps_are_the_ledger_s_live_holders(tmp_path):
     finally:
         allocation.release()
     assert kit.smi(query, "--format=csv,noheader") == (0, "")
+
+
+def test_minor_number_is_refused_as_the_real_nvidia_smi_refuses_it(tmp_path):
+    # Run on the lent H200 (driver 580.159.04), 2026-12-04: the same message and exit status.
+    code, out = Kit(tmp_path).smi("--query-gpu=index,uuid,pci.bus_id,minor_number,memory.total,name", "--format=csv,noheader,nounits")
+    assert (code, out) == (2, 'Field "minor_number" is not a valid field to query.\n\n')

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import stat
 
+import pathlib
+
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import nvidia_gpus as ng
@@ -56,15 +58,26 @@ def test_the_driver_list_is_indexed_in_pci_order_whatever_the_minors():
 
 
 def test_nvidia_smi_rows_parse_with_a_comma_in_the_name_and_na_fields():
-    text = ("0, GPU-9221d5d1-b60b-a624-bf14-0a1819cfda3b, 00000000:62:00.0, 5, 81559, NVIDIA H100 80GB HBM3\n"
-            "1, GPU-00000001-5e1d-4c0a-9b7e-000000000001, 00000000:18:00.0, [N/A], [N/A], A GPU, with a comma\n")
+    text = ("0, GPU-9221d5d1-b60b-a624-bf14-0a1819cfda3b, 00000000:62:00.0, 81559, NVIDIA H100 80GB HBM3\n"
+            "1, GPU-00000001-5e1d-4c0a-9b7e-000000000001, 00000000:18:00.0, [N/A], A GPU, with a comma\n")
     gpus = ng.parse_gpu_query(text)
-    assert gpus[0] == {"index": 0, "uuid": "GPU-9221d5d1-b60b-a624-bf14-0a1819cfda3b", "bus_id": "0000:62:00.0", "minor": 5,
+    assert gpus[0] == {"index": 0, "uuid": "GPU-9221d5d1-b60b-a624-bf14-0a1819cfda3b", "bus_id": "0000:62:00.0", "minor": None,
                        "memory_total_mib": 81559, "name": "NVIDIA H100 80GB HBM3"}
-    assert (gpus[1]["minor"], gpus[1]["memory_total_mib"], gpus[1]["name"]) == (None, None, "A GPU, with a comma")
+    assert (gpus[1]["memory_total_mib"], gpus[1]["name"]) == (None, "A GPU, with a comma")
+    # The minor comes from the kernel module's list, by UUID (nvidia-smi has no field for it).
+    driver = [{"uuid": "GPU-9221D5D1-B60B-A624-BF14-0A1819CFDA3B", "minor": 5}]
+    assert [gpu["minor"] for gpu in ng.with_minors(gpus, driver)] == [5, None]
 
 
-@pytest.mark.parametrize("text", ["No devices were found", "0, not-a-uuid, 00000000:62:00.0, 5, 81559, X", "0, GPU-1"])
+def test_the_query_asks_only_for_fields_the_real_nvidia_smi_knows():
+    # The real 580.159.04 list (--help-query-gpu, captured on an H200); it has no minor_number.
+    help_text = (pathlib.Path(__file__).parent / "data" / "gpu_preflight" / "h200-vm-580.159.04" / "help-query-gpu.txt").read_text()
+    for field in ng.GPU_QUERY_FIELDS:
+        assert '"%s"' % field in help_text
+    assert '"minor_number"' not in help_text
+
+
+@pytest.mark.parametrize("text", ["No devices were found", "0, not-a-uuid, 00000000:62:00.0, 81559, X", "0, GPU-1"])
 def test_what_is_not_a_query_row_is_refused(text):
     with pytest.raises(ng.GpuError):
         ng.parse_gpu_query(text)

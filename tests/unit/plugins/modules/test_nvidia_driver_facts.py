@@ -26,11 +26,12 @@ if [ "$kernel" != "{version}" ]; then
 fi
 case "$1" in
   --query-gpu=driver_version) i=0; while [ $i -lt {count} ]; do echo "{version}"; i=$((i+1)); done ;;
-  --query-gpu=index,uuid,pci.bus_id,minor_number,memory.total,name)
+  --query-gpu=index,uuid,pci.bus_id,memory.total,name)
     [ {count} -eq 0 ] && {{ echo "No devices were found"; exit 6; }}
     i=0; while [ $i -lt {count} ]; do
-      echo "$i, GPU-0000000$i-5e1d-4c0a-9b7e-00000000000$i, 00000000:1$i:00.0, $((i ^ 1)), 49140, NVIDIA RTX A6000"; i=$((i+1))
+      echo "$i, GPU-0000000$i-5e1d-4c0a-9b7e-00000000000$i, 00000000:1$i:00.0, 49140, NVIDIA RTX A6000"; i=$((i+1))
     done ;;
+  *minor_number*) printf 'Field "minor_number" is not a valid field to query.\n\n'; exit 2 ;;
   *) exit 2 ;;
 esac
 """
@@ -71,7 +72,7 @@ def test_match_reports_both_versions_and_the_gpus(tmp_path):
     assert result["userspace_version_source"] == "nvidia-smi"
     assert result["gpu_count"] == 2
     assert result["gpus"][1] == {"index": 1, "uuid": "GPU-00000001-5e1d-4c0a-9b7e-000000000001", "bus_id": "0000:11:00.0",
-                                 "minor": 0, "memory_total_mib": 49140, "name": "NVIDIA RTX A6000"}
+                                 "minor": None, "memory_total_mib": 49140, "name": "NVIDIA RTX A6000"}
     assert result["match"] is True
     assert result["nvidia_smi"]["rc"] == 0 and result["nvidia_smi"]["error"] is None
     assert result["driver_gpus"] == []
@@ -251,6 +252,8 @@ def test_expected_gpus_are_compared_and_a_missing_one_is_named_with_its_node(tmp
     result, failed = run_module(nvidia_driver_facts.main, dict(args, expected_gpus=["GPU-00000000-5e1d-4c0a-9b7e-000000000000",
                                                                                     "GPU-00000001-5e1d-4c0a-9b7e-000000000001"]))
     assert not failed and result["gpu_problems"] == []
+    # nvidia-smi cannot be asked for a GPU's minor: it comes from the kernel module's information file, by UUID.
+    assert [(gpu["index"], gpu["minor"]) for gpu in result["gpus"]] == [(0, 1), (1, 0)]
     result, failed = run_module(nvidia_driver_facts.main, dict(args, expected_gpus=["GPU-00000000-5e1d-4c0a-9b7e-000000000000",
                                                                                     "GPU-0000000f-5e1d-4c0a-9b7e-00000000000f",
                                                                                     "GPU-deadbeef-0000-0000-0000-000000000000"]))
