@@ -413,6 +413,25 @@ def unit_of(cgroup_path):
     return units[-1] if units else None
 
 
+def is_same_process(pid, name, proc_root):
+    """Whether PID here is the process nvidia-smi named: NVML numbers processes in the node's PID namespace, so inside a
+    container the same number can be another process (or none). The name is its executable as nvidia-smi prints it
+    (a path or a name, cut), compared with argv[0] and the kernel's 15-character comm."""
+    wanted = os.path.basename((name or "").strip())
+    if not wanted or wanted.startswith("["):
+        return True  # "[Not Found]" or no name: nothing to compare, the cgroup decides
+    argv = procfs.read_cmdline(pid, proc_root)
+    proc_stat = procfs.read_stat(pid, proc_root)
+    if argv is None and proc_stat is None:
+        return False
+    seen = set()
+    if argv:
+        seen.add(os.path.basename(argv[0]))
+    if proc_stat:
+        seen.add(proc_stat["comm"])
+    return any(wanted == item or (len(item) >= 15 and wanted.startswith(item)) or item.startswith(wanted) for item in seen if item)
+
+
 def process_cgroup(pid, proc_root):
     entries = procfs.read_cgroup(pid, proc_root)
     if not entries:
@@ -436,7 +455,7 @@ def process_findings(apps, gpus, deployment_indexes, proc_root):
         gpu = by_uuid.get(app["gpu_uuid"].lower())
         subject = gpu_subject(gpu["index"], gpu["bus_id"]) if gpu else "GPU %s" % app["gpu_uuid"]
         mib = "%s MiB" % app["used_mib"] if app["used_mib"] is not None else "an unknown amount of memory"
-        cgroup = process_cgroup(app["pid"], proc_root)
+        cgroup = process_cgroup(app["pid"], proc_root) if is_same_process(app["pid"], app["name"], proc_root) else None
         if cgroup is None:
             findings.append(Finding(
                 "gpu_process_unattributed", "info", subject,

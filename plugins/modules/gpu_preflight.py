@@ -106,6 +106,11 @@ options:
     description: Where procfs is mounted (C(devices), C(cmdline), C(<pid>/cgroup)).
     type: path
     default: /proc
+  proc_devices:
+    description:
+      - The driver's character device list, where the current C(nvidia-uvm) major is read. Default C(<proc_root>/devices);
+        set it apart from O(proc_root) only where the driver is a stand-in (a test) while the processes are real.
+    type: path
   dev_dir:
     description: The directory of the device nodes (C(nvidia-uvm)).
     type: path
@@ -416,7 +421,7 @@ class Preflight:
         params = self.params
         dev_path = os.path.join(params["dev_dir"], "nvidia-uvm")
         node = checks.stat_node(dev_path)
-        proc_devices = checks.read_text(os.path.join(params["proc_root"], "devices"))
+        proc_devices = checks.read_text(params["proc_devices"] or os.path.join(params["proc_root"], "devices"))
         major, found = checks.uvm_node_findings(proc_devices, node, dev_path, params["scope"])
         self.uvm = {"major": major, "node": node}
         self.findings += found
@@ -594,6 +599,7 @@ def main():
             kernel_log_command=dict(type="list", elements="str", default=["journalctl", "-k", "-b", "--no-pager", "-o", "short-monotonic"]),
             sysfs_root=dict(type="path", default="/sys"),
             proc_root=dict(type="path", default="/proc"),
+            proc_devices=dict(type="path"),
             dev_dir=dict(type="path", default="/dev"),
             modules_root=dict(type="path", default="/lib/modules"),
             boot_dir=dict(type="path", default="/boot"),

@@ -283,7 +283,8 @@ class Ledger:
             lock_fd = os.open(base + ".lock", os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
             fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             record = {"id": ident, "gpu_uuid": gpu.uuid, "pid": pid or os.getpid(), "process_name": process_name,
-                      "host": host or os.uname().nodename, "used_mib": int(mib), "started": time.time()}
+                      "host": host or os.uname().nodename, "used_mib": int(mib), "started": time.time(),
+                      "pid_ns": _pid_namespace("self")}
             allocation = Allocation(self, gpu, base + ".json", lock_fd, record)
             self._write(allocation)
             return allocation
@@ -443,6 +444,41 @@ INFORMATION_TEMPLATE = ("Model: \t\t {name}\nIRQ:   \t\t {irq}\nGPU UUID: \t {uu
                         "Device Minor: \t {minor}\nGPU Firmware: \t {firmware}\nGPU Excluded:\t No\n")
 
 
+def _pid_namespace(pid):
+    """The PID namespace of a process (``pid:[4026531836]``, the same text in every namespace that sees it), or None."""
+    try:
+        return os.readlink("/proc/%s/ns/pid" % pid)
+    except OSError:
+        return None
+
+
+def host_pid(record, proc_dir="/proc"):
+    """The PID of an allocation's process as this caller's namespace numbers it, as NVML reports PIDs: a server in a
+    container allocated with its container PID; the node sees it under another number (the first in its NSpid line,
+    whose last is the container's). A process this namespace cannot see keeps the recorded number, as NVML's does for
+    a namespace that cannot see the owner."""
+    recorded_ns = record.get("pid_ns")
+    if not recorded_ns or recorded_ns == _pid_namespace("self"):
+        return record["pid"]
+    try:
+        candidates = [name for name in os.listdir(proc_dir) if name.isdigit()]
+    except OSError:
+        return record["pid"]
+    for name in candidates:
+        try:
+            if os.readlink(os.path.join(proc_dir, name, "ns", "pid")) != recorded_ns:
+                continue
+            with open(os.path.join(proc_dir, name, "status")) as status:
+                for line in status:
+                    if line.startswith("NSpid:"):
+                        if int(line.split()[-1]) == record["pid"]:
+                            return int(name)
+                        break
+        except (OSError, ValueError):
+            continue
+    return record["pid"]
+
+
 def write_driver_state(proc_dir, ledger_dir, gpus, driver_version, topology=None):
     """What the kernel module and the GPUs would show, for ``gpus`` (dicts: bus_id, uuid, name, minor, memory_total_mib,
     optionally health: HEALTHY's keys): ``<proc_dir>/gpus/<bus>/information`` in the driver's format (GPUs no longer
@@ -519,7 +555,7 @@ def cuda_visible_devices(gpus, value):
 
 
 # ---- nvidia-smi ---------------------------------------------------------------------------------------------------
-_HEADERS = {"index": "index", "name": "name", "uuid": "uuid", "pci.bus_id": "pci.bus_id", "minor_number": "minor_number",
+_HEADERS = {"index": "index", "name": "name", "uuid": "uuid", "pci.bus_id": "pci.bus_id",
             "memory.total": "memory.total [MiB]", "memory.used": "memory.used [MiB]", "memory.free": "memory.free [MiB]",
             "driver_version": "driver_version", "count": "count", "pid": "pid", "process_name": "process_name",
             "used_memory": "used_gpu_memory [MiB]", "used_gpu_memory": "used_gpu_memory [MiB]", "gpu_uuid": "gpu_uuid",
@@ -532,7 +568,7 @@ _HEALTH_FIELDS = {"persistence_mode": "persistence_mode", "pcie.link.gen.current
                   "pcie.link.width.max": "pcie_width_max", "ecc.mode.current": "ecc_mode", "ecc.mode.pending": "ecc_mode",
                   "retired_pages.pending": "retired_pages_pending", "remapped_rows.pending": "remapped_rows_pending",
                   "remapped_rows.failure": "remapped_rows_failure"}
-_GPU_FIELDS = ("index", "name", "uuid", "pci.bus_id", "minor_number", "memory.total", "memory.used", "memory.free",
+_GPU_FIELDS = ("index", "name", "uuid", "pci.bus_id", "memory.total", "memory.used", "memory.free",
                "driver_version", "count", "pcie.link.gen.max") + tuple(_HEALTH_FIELDS)
 _APP_FIELDS = ("pid", "process_name", "used_memory", "used_gpu_memory", "gpu_uuid", "gpu_bus_id")
 _MIB_FIELDS = ("memory.total", "memory.used", "memory.free", "used_memory", "used_gpu_memory")
@@ -569,7 +605,7 @@ def _csv(rows, fields, options, out):
 
 def _gpu_row(driver, gpu, count):
     total, used = driver.memory_total_mib(gpu), driver.memory_used_mib(gpu)
-    row = {"index": gpu.index, "name": gpu.name, "uuid": gpu.uuid, "pci.bus_id": gpu.smi_bus_id, "minor_number": gpu.minor,
+    row = {"index": gpu.index, "name": gpu.name, "uuid": gpu.uuid, "pci.bus_id": gpu.smi_bus_id,
            "memory.total": total, "memory.used": used, "memory.free": max(total - used, 0),
            "driver_version": driver.driver_version or driver.kernel_version(), "count": count}
     health = driver.ledger.health(gpu) if driver.ledger else dict(HEALTHY)
@@ -636,7 +672,7 @@ def _table(driver, gpus, out):
     if not rows:
         out.write("|  No running processes found                                                             |\n")
     for gpu, record in rows:
-        out.write("|  %3d %7d  %-56s %7dMiB |\n" % (gpu.index, record["pid"], record["process_name"][:56], record["used_mib"]))
+        out.write("|  %3d %7d  %-56s %7dMiB |\n" % (gpu.index, host_pid(record), record["process_name"][:56], record["used_mib"]))
     out.write("+-----------------------------------------------------------------------------------------+\n")
 
 
@@ -704,7 +740,7 @@ def nvidia_smi(argv, driver, out=None, err=None):
         rows = []
         for gpu in gpus:
             for record in driver.ledger.live(gpu) if driver.ledger else []:
-                rows.append({"pid": record["pid"], "process_name": record["process_name"], "used_memory": record["used_mib"],
+                rows.append({"pid": host_pid(record), "process_name": record["process_name"], "used_memory": record["used_mib"],
                              "used_gpu_memory": record["used_mib"], "gpu_uuid": gpu.uuid, "gpu_bus_id": gpu.smi_bus_id})
         _csv(rows, queries["query-compute-apps"], options, out)
         return 0

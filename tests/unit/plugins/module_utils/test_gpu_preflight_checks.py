@@ -170,11 +170,12 @@ def test_compute_apps_the_real_empty_answer_and_synthetic_rows():
 @pytest.fixture
 def proc(tmp_path):
     """Synthetic /proc: a nohup'd server in an SSH session, a unit's server in a PVE container, a v1-only process."""
-    for pid, text in ((4242, "0::/user.slice/user-0.slice/session-3.scope\n"),
-                      (5151, "0::/lxc/105/ns/system.slice/sglang.service\n"),
-                      (6161, "12:name=systemd:/system.slice/other.service\n4:memory:/x\n")):
+    for pid, text, argv0 in ((4242, "0::/user.slice/user-0.slice/session-3.scope\n", b"/usr/bin/python3"),
+                             (5151, "0::/lxc/105/ns/system.slice/sglang.service\n", b"python3"),
+                             (6161, "12:name=systemd:/system.slice/other.service\n4:memory:/x\n", b"x")):
         (tmp_path / str(pid)).mkdir()
         (tmp_path / str(pid) / "cgroup").write_text(text)
+        (tmp_path / str(pid) / "cmdline").write_bytes(argv0 + b"\0")
     return tmp_path
 
 
@@ -231,3 +232,21 @@ def test_the_finding_format_and_its_order():
     with pytest.raises(ValueError):
         Finding("x", "fatal", "s", "w")
     assert visible("a\tb") == "a\tb" and visible("z" * 10 ** 7, 50).endswith("...") and len(visible("z" * 10 ** 7, 50)) == 50
+
+
+@pytest.mark.parametrize("name, argv0, comm, same", [
+    ("python3", b"/usr/bin/python3", None, True),
+    ("/usr/bin/python3", b"python3", None, True),
+    ("sglang::scheduler_TP0", b"sglang::scheduler_TP0", "sglang::schedul", True),
+    ("sglang::scheduler_TP0", None, "sglang::schedul", True),      # cmdline unreadable: the 15-byte comm
+    ("python3", b"/usr/sbin/sshd", "sshd", False),                 # another process under the same number
+    ("python3", None, None, False),                                # no such process here
+    ("[Not Found]", b"/usr/sbin/sshd", "sshd", True),             # nvidia-smi knows no name: the cgroup decides
+])
+def test_is_same_process(tmp_path, name, argv0, comm, same):
+    (tmp_path / "77").mkdir()
+    if argv0 is not None:
+        (tmp_path / "77" / "cmdline").write_bytes(argv0 + b"\0-x\0")
+    if comm is not None:
+        (tmp_path / "77" / "stat").write_text("77 (%s) S 1 77 77 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0\n" % comm)
+    assert checks.is_same_process(77, name, str(tmp_path)) is same

@@ -175,6 +175,7 @@ def test_a_narrow_link_the_missing_uvm_node_a_stray_process_and_an_xid(node, tmp
     node.write("apps.txt", "4242, %s, 70000, python3\n" % UUIDS[1])
     (tmp_path / "proc/4242").mkdir()
     (tmp_path / "proc/4242/cgroup").write_text("0::/user.slice/user-0.slice/session-3.scope\n")
+    (tmp_path / "proc/4242/cmdline").write_bytes(b"/usr/bin/python3\0-m\0sglang.launch_server\0")
     # The real Xid 79 line (NVSentinel issue 155) moved onto GPU1's bus.
     node.write("kernel.txt", "[  88.1] pve kernel: " + public("xid-79-nvsentinel-155.txt").replace("0000:44:00", "0000:04:00"))
     result, failed = run_module(gpu_preflight.main, node.args())
@@ -265,3 +266,16 @@ def test_a_translated_default_domain_without_iommu_groups_is_not_translation(nod
     result, failed = run_module(gpu_preflight.main, node.args())
     assert not failed and [gpu["iommu_mode"] for gpu in result["gpus"]] == ["off", "off"]
     assert checks_of(result, "warning") == [("acs_redirect", "server tp2")]
+
+
+def test_a_pid_that_is_another_process_here_is_not_blamed(node, tmp_path):
+    # NVML numbers processes in the node's PID namespace: inside a container the same number can be anything else.
+    node.write("apps.txt", "4242, %s, 70000, python3\n" % UUIDS[1])
+    (tmp_path / "proc/4242").mkdir()
+    (tmp_path / "proc/4242/cgroup").write_text("0::/user.slice/user-0.slice/session-3.scope\n")
+    (tmp_path / "proc/4242/cmdline").write_bytes(b"/usr/sbin/sshd\0-D\0")
+    (tmp_path / "proc/4242/stat").write_text("4242 (sshd) S 1 4242 4242 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0\n")
+    result, failed = run_module(gpu_preflight.main, node.args())
+    assert not failed, result.get("msg")
+    assert ("gpu_process_unattributed", "GPU1 0000:04:00.0") in checks_of(result)
+    assert "gpu_memory_without_unit" not in [check for check, _subject in checks_of(result)]
