@@ -15,7 +15,7 @@ description:
     NVIDIA's installer after the full driver version) and C(nvidia-smi --query-gpu=driver_version
     --format=csv,noheader), which only answers when NVML can talk to the kernel module.
   - Lists the GPUs nvidia-smi can use with their node index, UUID, PCI bus ID, device minor (C(/dev/nvidia<minor>),
-    from the kernel module's information file: nvidia-smi has no query field for it),
+    from the kernel module's information file, as nvidia-smi has no query field for it),
     memory and name (one C(--query-gpu) call), and every GPU the kernel module drives from
     C(gpus/<bus>/information) beside O(proc_version_path) (RV(driver_gpus)); inside a container the first are the
     GPUs passed to it, the second all GPUs of the host.
