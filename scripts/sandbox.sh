@@ -153,8 +153,22 @@ print_summary() {
   "$VENV/bin/python" - "$SANDBOX_DIR/reports" <<'PY'
 import json, pathlib, sys
 reports = sorted(pathlib.Path(sys.argv[1]).glob("*.json"))
-rows = [json.loads(path.read_text()) for path in reports if not path.name.startswith(("rollout-", "router-"))]
+rows = [json.loads(path.read_text()) for path in reports if not path.name.startswith(("rollout-", "router-", "preflight-"))]
 routers = [json.loads(path.read_text()) for path in reports if path.name.startswith("router-")]
+nodes = [json.loads(path.read_text()) for path in reports if path.name.startswith("preflight-")]
+def preflight(scope, host, result):
+    """The GPU preflight of a node or a container: its counts, then one line per finding."""
+    if not result:
+        print("preflight %s %s: not run" % (scope, host))
+        return
+    print("preflight %s %s: %s error(s), %s warning(s)" % (scope, host, result.get("errors"), result.get("warnings")))
+    for line in result.get("summary") or []:
+        print("  " + line)
+print("\nGPU preflight")
+for node in nodes:
+    preflight("node", node.get("host"), node)
+for row in rows:
+    preflight("container", row.get("host"), row.get("preflight"))
 print("\nVerification summary (%s)" % sys.argv[1])
 def mean(value):
     return "%.2f" % value["mean"] if isinstance(value, dict) and value.get("mean") is not None else "-"

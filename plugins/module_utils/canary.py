@@ -176,12 +176,12 @@ def _number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
 
 
-# The resolved server arguments /server_info reports that change the numbers behind a greedy token: the model and its
-# weights, parallelism, precision, kernels, speculative decoding. Port, key, log level or parsers do not, and are left out
+# The SGLang release and the resolved server arguments /server_info reports that change the numbers behind a greedy
+# token: the model and its weights, parallelism, precision, kernels, speculative decoding. Port, key, log level or parsers do not, and are left out
 # so that a reference survives them, and so is random_seed (SGLang draws one per start; greedy tokens do not use it).
 # The speculative_* ones are what base_key() drops.
 NUMERIC_SERVER_FIELDS = (
-    "model_path", "revision", "tokenizer_path", "dtype", "quantization", "kv_cache_dtype", "tp_size", "pp_size", "dp_size",
+    "version", "model_path", "revision", "tokenizer_path", "dtype", "quantization", "kv_cache_dtype", "tp_size", "pp_size", "dp_size",
     "ep_size", "enable_dp_attention", "attention_backend", "sampling_backend", "moe_runner_backend",
     "enable_deterministic_inference", "disable_cuda_graph", "chunked_prefill_size",
     "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk",

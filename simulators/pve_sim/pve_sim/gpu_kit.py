@@ -59,6 +59,9 @@ sys.exit(nvidia_standin.main(["--config", %(config)r] + sys.argv[1:]))
 # there (scripts/sandbox-mirror.py gives the installer these paths).
 CONTAINER_PROC_DIR = "/srv/host-proc-driver-nvidia"
 CONTAINER_LEDGER_DIR = "/srv/host-gpu-memory-ledger"
+# The kit's procfs files of the node (devices, cmdline): where a real container reads the host's /proc/devices (not
+# namespaced) for the uvm major, a sandbox container reads the kit's here (the GPU preflight's proc_devices).
+CONTAINER_HOST_PROC_DIR = "/srv/host-proc"
 
 
 def driver_mounts(root):
@@ -66,7 +69,8 @@ def driver_mounts(root):
     if not root:
         return []
     return [(os.path.join(root, "proc", "driver", "nvidia"), CONTAINER_PROC_DIR, True),
-            (os.path.join(root, "gpu-memory"), CONTAINER_LEDGER_DIR, False)]
+            (os.path.join(root, "gpu-memory"), CONTAINER_LEDGER_DIR, False),
+            (os.path.join(root, "proc"), CONTAINER_HOST_PROC_DIR, True)]
 
 
 def load_driver_standin():

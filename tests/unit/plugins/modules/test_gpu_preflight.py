@@ -125,7 +125,9 @@ def checks_of(result, severity=None):
 def test_a_healthy_node_has_only_the_path_as_info(node):
     result, failed = run_module(gpu_preflight.main, node.args())
     assert not failed and result["changed"] is False
-    assert (result["errors"], result["warnings"]) == (0, 0)
+    assert (result["error_count"], result["warning_count"]) == (0, 0)
+    # Not "warnings": Ansible reads that key of a result as its list of warning messages (an int fails the task).
+    assert "warnings" not in result and "errors" not in result
     assert checks_of(result) == [("p2p_path", "server tp2")]
     assert result["summary"][0].startswith("INFO p2p_path server tp2: the worst link between the GPUs of server tp2 is PXB")
     assert result["topology"]["gpus"]["GPU1"]["links"]["GPU0"] == "PXB"
@@ -199,7 +201,7 @@ def test_the_next_boot_kernel_without_module_and_a_container_config_with_an_old_
 def test_fail_on_error_false_reports_without_failing(node, tmp_path):
     os.unlink(tmp_path / "dev" / "nvidia-uvm")
     result, failed = run_module(gpu_preflight.main, node.args(fail_on_error=False))
-    assert not failed and result["errors"] == 1 and "msg" not in result
+    assert not failed and result["error_count"] == 1 and "msg" not in result
 
 
 def test_missing_programs_are_findings_not_failures(node):
@@ -279,3 +281,13 @@ def test_a_pid_that_is_another_process_here_is_not_blamed(node, tmp_path):
     assert not failed, result.get("msg")
     assert ("gpu_process_unattributed", "GPU1 0000:04:00.0") in checks_of(result)
     assert "gpu_memory_without_unit" not in [check for check, _subject in checks_of(result)]
+
+
+def test_a_container_config_not_written_yet_is_skipped_and_an_unreadable_one_is_a_warning(node, tmp_path):
+    # The first deployment checks the node before it creates the containers.
+    result, failed = run_module(gpu_preflight.main, node.args(container_configs=[str(tmp_path / "301.conf")]))
+    assert not failed and checks_of(result) == [("p2p_path", "server tp2")]
+    assert {"check": "uvm_major_mismatch", "reason": "%s does not exist (yet)" % (tmp_path / "301.conf")} in result["skipped_checks"]
+    (tmp_path / "302.conf").mkdir()
+    result, failed = run_module(gpu_preflight.main, node.args(container_configs=[str(tmp_path / "302.conf")]))
+    assert not failed and checks_of(result, "warning") == [("container_config_unreadable", str(tmp_path / "302.conf"))]
