@@ -11,6 +11,7 @@ answer and not an exception).
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import signal
@@ -304,6 +305,37 @@ def stat_node(path):
     return {"exists": True, "char": True, "major": os.major(info.st_rdev), "minor": os.minor(info.st_rdev)}
 
 
+def open_error(path):
+    """errno name of opening a device node read-write as CUDA does, or None when the open gets past the devices cgroup
+    and the node's mode: ENXIO (a node whose major has no driver behind it) also got past them."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ENXIO, errno.ENODEV):
+            return None
+        return errno.errorcode.get(exc.errno, str(exc.errno))
+    os.close(fd)
+    return None
+
+
+def uvm_open_findings(node, dev_path, opener=open_error):
+    """``uvm_node`` error inside a container when the node is there with the right major but may not be opened: EPERM
+    is the devices cgroup (a privileged container's allow line names an old major), EACCES the node's owner and mode."""
+    if not node["exists"] or not node["char"]:
+        return []
+    error = opener(dev_path)
+    if error not in ("EPERM", "EACCES"):
+        return []
+    why = ("the devices cgroup denies major %d: the container's allow line names another major (after a driver or kernel "
+           "update on the node)" % node["major"]) if error == "EPERM" else "its owner and mode do not let this user open it"
+    return [Finding("uvm_node", "error", dev_path, "%s cannot be opened here (%s): %s" % (dev_path, error, why),
+                    ["open(%s, O_RDWR): %s" % (dev_path, error)],
+                    "CUDA fails to initialise (CUDA error 999) and the server does not start",
+                    "run deploy.yml (pve_container writes the node's current major and restarts the container), or pass the "
+                    "node with 'devN: %s' on PVE 8.1+" % dev_path if error == "EPERM" else
+                    "give the node NVIDIA's mode 0666 (pve_container_gpu_dev_mode) or the service user's group")]
+
+
 def uvm_node_findings(proc_devices_text, node, dev_path, scope):
     """``uvm_node`` errors: the module not loaded, the node missing, not a character device, or with another major
     than ``/proc/devices`` (a stale node from before a driver reload)."""
@@ -370,8 +402,10 @@ def allows_major(config, major):
 
 
 def config_findings(path, text, major, uvm_path="/dev/nvidia-uvm"):
-    """``uvm_major_mismatch`` (error) when a container config neither passes the uvm node by path (PVE's ``devN:``,
-    which follows the node's current major) nor allows its current major."""
+    """``uvm_major_mismatch`` when a container config neither passes the uvm node by path (PVE's ``devN:``, which
+    follows the node's current major) nor allows its current major. A warning, not an error: the node is checked before
+    the containers, and pve_container's next step is what rewrites the allow line - an error here would stop the run
+    before its own fix. The container's preflight names the container that still cannot open the node (an error)."""
     if text is None:
         return [Finding("container_config_unreadable", "warning", path, "the container config cannot be read", [],
                         "whether the container may open the nvidia-uvm node is unknown", "check the path; run as root")]
@@ -386,10 +420,12 @@ def config_findings(path, text, major, uvm_path="/dev/nvidia-uvm"):
         what = "the config allows no character devices of major %d, the current nvidia-uvm major" % major
     else:
         what = "the config passes no %s (no devN entry, no device allow rule)" % uvm_path
-    return [Finding("uvm_major_mismatch", "error", path, what, evidence or ["(no device lines)"],
-                    "the container cannot open %s: CUDA fails to initialise (CUDA error 999) and the server does not start" % uvm_path,
-                    "replace the old major with 'lxc.cgroup2.devices.allow: c %d:* rwm', or pass the node by path "
-                    "with 'devN: %s' (PVE 8.1+: follows the major), then restart the container" % (major, uvm_path))]
+    return [Finding("uvm_major_mismatch", "warning", path, what, evidence or ["(no device lines)"],
+                    "until it is corrected and the container restarted, the container cannot open %s: CUDA fails to "
+                    "initialise (CUDA error 999) and the server does not start" % uvm_path,
+                    "deploy.yml corrects it (pve_container writes the current major and restarts the container); by hand: "
+                    "'lxc.cgroup2.devices.allow: c %d:* rwm', or pass the node by path with 'devN: %s' (PVE 8.1+: "
+                    "follows the major), then restart the container" % (major, uvm_path))]
 
 
 # --------------------------------------------------------------------------- processes holding GPU memory

@@ -423,6 +423,9 @@ class Preflight:
         node = checks.stat_node(dev_path)
         proc_devices = checks.read_text(params["proc_devices"] or os.path.join(params["proc_root"], "devices"))
         major, found = checks.uvm_node_findings(proc_devices, node, dev_path, params["scope"])
+        if not found and params["scope"] == "container":
+            # The right node with the right major can still be closed to this container (its devices cgroup).
+            found = checks.uvm_open_findings(node, dev_path)
         self.uvm = {"major": major, "node": node}
         self.findings += found
         for path in params["container_configs"]:
@@ -430,7 +433,7 @@ class Preflight:
                 # A container this run has not created yet: its config is written with the current major.
                 self.skipped.append({"check": "uvm_major_mismatch", "reason": "%s does not exist (yet)" % path})
                 continue
-            self.findings += checks.config_findings(path, checks.read_text(path), major)
+            self.findings += checks.config_findings(path, checks.read_text(path), major, uvm_path=dev_path)
 
     def check_processes(self):
         result = self.run([self.params["nvidia_smi"], checks.APPS_QUERY, "--format=csv,noheader,nounits"])

@@ -143,6 +143,18 @@ class Node:
                                              str(dev / "nvidia-caps/nvidia-cap[0-9]*")],
             "pve_gpu_host_required_device_patterns": [str(dev / "nvidia[0-9]*"), str(dev / "nvidiactl"), str(dev / "nvidia-uvm"),
                                                       str(dev / "nvidia-uvm-tools")],
+            # The preflight reads the kit's node (PCIe tree, lspci, kernel log, dkms, kernels, the driver's device list).
+            "pve_gpu_host_preflight_lspci": str(self.kit / "usr/bin/lspci"),
+            "pve_gpu_host_preflight_dkms": str(self.kit / "usr/bin/dkms"),
+            "pve_gpu_host_preflight_kernel_log_command": [str(self.kit / "usr/bin/dmesg")],
+            "pve_gpu_host_preflight_sysfs_root": str(self.kit / "sys"),
+            "pve_gpu_host_preflight_proc_devices": str(self.kit / "proc/devices"),
+            "pve_gpu_host_preflight_dev_dir": str(dev),
+            "pve_gpu_host_preflight_modules_root": str(self.kit / "lib/modules"),
+            "pve_gpu_host_preflight_boot_dir": str(self.kit / "boot"),
+            "pve_gpu_host_preflight_boot_pin_file": str(self.root / "etc/kernel/proxmox-boot-pin"),
+            "pve_gpu_host_preflight_running_kernel": (self.kit / "proc/sys/kernel/osrelease").read_text().strip(),
+            "pve_gpu_host_preflight_gpu_groups": [{"name": "gpu-server", "gpus": ["0", "1"]}],
             "pve_container_api_host": "127.0.0.1",
             "pve_container_api_port": self.sim.port,
             "pve_container_api_password": self.sim.root_password(),
@@ -310,11 +322,17 @@ def test_a_new_uvm_major_breaks_raw_style_until_the_rerun_fixes_it(node):
     seen = node.open_inside(RAW_VMID)
     assert seen["nvidia-uvm"] == "EPERM" and seen["nvidia-uvm-tools"] == "EPERM" and seen["nvidia0"] == "ENXIO"
 
-    # Check mode with a diff shows the fix and makes none.
+    # Check mode with a diff shows the fix and makes none. The node's preflight names the stale allow line (a warning:
+    # this same run's container play is what corrects it).
     before = node.conf(RAW_VMID)
     starts = node.start_task_count(RAW_VMID)
-    run = node.run_playbook(container_vars(RAW_VMID, "raw", "file"), check=True, diff=True)
+    configs = {"pve_gpu_host_preflight_container_configs": [str(node.conf_path(RAW_VMID)), str(node.conf_path(DEV_VMID))]}
+    run = node.run_playbook(container_vars(RAW_VMID, "raw", "file", **configs), check=True, diff=True)
     assert run.rc == 0, run.summary()
+    preflight = run.task_results("Check the GPUs, their PCIe path, the IOMMU, the kernel log and the NVIDIA module builds", "pve")[0]
+    stale = [finding for finding in preflight["findings"] if finding["check"] == "uvm_major_mismatch"]
+    assert [(finding["severity"], finding["subject"]) for finding in stale] == [("warning", str(node.conf_path(RAW_VMID)))], stale
+    assert "c %d:* rwm" % UVM_MAJOR in " ".join(stale[0]["evidence"]) and "c %d:* rwm" % NEW_UVM_MAJOR in stale[0]["fix"]
     passthrough = run.task_results("Pass the GPU device nodes into the container", "pve")[0]
     assert passthrough["changed"]
     assert any(change.get("value") == "c %d:* rwm" % NEW_UVM_MAJOR for change in passthrough["changes"]), passthrough["changes"]
@@ -374,6 +392,33 @@ def test_missing_uvm_nodes_are_created_now_with_nvidia_modprobe(node):
     assert os.major(os.stat(node.dev / "nvidia-uvm").st_rdev) == NEW_UVM_MAJOR
     assert node.conf(RAW_VMID) == before
     assert run.stats["pve"]["changed"] == 1
+
+
+def test_the_preflight_stops_the_run_naming_each_fault_before_any_container_changes(node):
+    # An Xid 79 on GPU1 since boot, a riser trained at x4, and a newer kernel that boots next without the NVIDIA module.
+    faults = sim_cli("gpu-fault", "--root", node.kit, "add", "xid=79:1", "narrow-link=1:4", "module-missing-next-kernel")
+    assert faults.returncode == 0, faults.stderr
+    before = node.conf(RAW_VMID)
+    try:
+        run = node.run_playbook(container_vars(RAW_VMID, "raw", "file"))
+    finally:
+        cleared = sim_cli("gpu-fault", "--root", node.kit, "clear")
+    assert cleared.returncode == 0, cleared.stderr
+    assert run.rc != 0
+    [message] = [failure for failure in run.failures() if failure.startswith("Stop on the preflight's errors")]
+    for expected in ("ERROR xid_event GPU1 ", "GPU has fallen off the bus", "ERROR pcie_link_width GPU1",
+                     "ERROR nvidia_module_not_built kernel 6.14.11-4-pve (next boot)", "proxmox-headers-6.14.11-4-pve"):
+        assert expected in message, message
+    # Printed first, with the warnings, so that one run names everything; the container play never started.
+    printed = run.task_results("Print the preflight", "pve")[0]["msg"]
+    assert any(line.startswith("ERROR xid_event") for line in printed), printed
+    assert run.task_results("Create or update the container", "pve") == []
+    assert node.conf(RAW_VMID) == before
+    # Healthy again: the same run passes, with the path between the server's GPUs as information.
+    run = node.run_playbook(container_vars(RAW_VMID, "raw", "file"))
+    assert run.rc == 0, run.summary()
+    printed = run.task_results("Print the preflight", "pve")[0]["msg"]
+    assert [line.split(":")[0] for line in printed] == ["INFO p2p_path server gpu-server"], printed
 
 
 def test_a_node_without_the_driver_fails_with_the_reason(node):

@@ -176,6 +176,20 @@ def test_first_deploy_ends_with_two_verified_servers_each_on_its_own_gpus(sandbo
         assert serves["context_length"] == 131072 and serves["full_context_requests"] >= 1, serves
         argv = inside(host, "cat", "/proc/%s/cmdline" % report["main_pid"]).split("\0")
         assert argv[argv.index("--context-length") + 1] == "131072" and "--log-requests" in argv, argv
+        # The container's GPU preflight and the canaries, each in the summary: MTP on, a tool parser, so all five run
+        # (the first verification records the greedy reference beside the deployment record).
+        assert report["preflight"]["errors"] == 0 and report["preflight"]["warnings"] == 0, report["preflight"]
+        assert [(item["name"], item["passed"]) for item in report["canaries"]] == [
+            ("greedy_reference", True), ("speculative_lossless", True), ("tool_call", True), ("long_context_acceptance", True),
+            ("soak", True)], report["canaries"]
+        assert report["canary_acceptance"]["long"] >= 0.5 * report["canary_acceptance"]["short"], report["canary_acceptance"]
+        assert "preflight container %s: 0 error(s), 0 warning(s)" % host in sandbox.stdout
+    # The node's preflight: the path between each server's two GPUs (one PCIe switch in the kit), nothing wrong.
+    preflight = json.loads((REPORTS / "preflight-pve1.json").read_text())
+    assert (preflight["errors"], preflight["warnings"]) == (0, 0), preflight["summary"]
+    assert sorted((item["check"], item["subject"]) for item in preflight["findings"]) == [
+        ("p2p_path", "server %s" % host) for host in sorted(HOSTS)], preflight["summary"]
+    assert "preflight node pve1: 0 error(s), 0 warning(s)" in sandbox.stdout
 
 
 # The router beside the first server (the example's group sglang_routers), and the servers it must list.
@@ -548,7 +562,9 @@ def assert_stopped_at_the_first_container(run):
 def test_bad_change_is_rolled_back_and_stops_the_rollout(sandbox):
     good = dict((host, record(host)) for host in HOSTS)
     untouched = unit_state("llm-qwen-b")
-    bad = {"sglang_service_environment": dict(SANDBOX_ENVIRONMENT, SGLANG_SIM_FAULT="oom")}
+    # A server that starts, answers /health and the sampled probe, and is still wrong: speculation that changes greedy
+    # tokens after the fourth. Only the canaries see it (the greedy reference the first deploy recorded).
+    bad = {"sglang_service_environment": dict(SANDBOX_ENVIRONMENT, SGLANG_SIM_FAULT="wrong-drafts")}
     extra = SANDBOX / "bad-change.json"
     extra.write_text(json.dumps(bad))
     served_by_b = served_requests("llm-qwen-b")
@@ -557,6 +573,8 @@ def test_bad_change_is_rolled_back_and_stops_the_rollout(sandbox):
     with RouterLoad() as load:
         run = playbook("deploy.yml", "-e", "@%s" % extra)
     assert_stopped_at_the_first_container(run)
+    canary = [failure for failure in run.failures() if failure.startswith("Run the canaries on llm-qwen-a")]
+    assert canary and "greedy_reference" in canary[0] and "speculative_lossless" in canary[0], run.failures()
     print("\nfailed cutover behind the router: %d requests, %d failed %s" % (load.sent, len(load.errors), load.errors[:5]))
     assert load.errors == [], load.errors[:10]
     wait_until(lambda: served_requests("llm-qwen-b") > served_by_b, 60, "llm-qwen-b's log to show requests")

@@ -149,7 +149,7 @@ def test_container_configs_against_the_uvm_major(text, findings):
     found = checks.config_findings("/etc/pve/lxc/105.conf", text, 508)
     assert len(found) == findings
     if found:
-        assert (found[0].check, found[0].severity) == ("uvm_major_mismatch", "error")
+        assert (found[0].check, found[0].severity) == ("uvm_major_mismatch", "warning")
         assert "c 508:* rwm" in found[0].fix
 
 
@@ -250,3 +250,18 @@ def test_is_same_process(tmp_path, name, argv0, comm, same):
     if comm is not None:
         (tmp_path / "77" / "stat").write_text("77 (%s) S 1 77 77 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0\n" % comm)
     assert checks.is_same_process(77, name, str(tmp_path)) is same
+
+
+@pytest.mark.parametrize("error, severity", [(None, None), ("EPERM", "error"), ("EACCES", "error"), ("ENOENT", None)])
+def test_a_uvm_node_the_container_may_not_open_is_named(error, severity):
+    node = {"exists": True, "char": True, "major": 508, "minor": 0}
+    found = checks.uvm_open_findings(node, "/dev/nvidia-uvm", opener=lambda path: error)
+    assert [(f.check, f.severity) for f in found] == ([("uvm_node", severity)] if severity else [])
+    if error == "EPERM":
+        assert "devices cgroup denies major 508" in found[0].what and "deploy.yml" in found[0].fix
+
+
+def test_opening_a_real_node_without_a_driver_counts_as_allowed(tmp_path):
+    # /dev/null is a character device anyone may open: nothing to name. A FIFO or a missing path is not a device here.
+    assert checks.open_error("/dev/null") is None
+    assert checks.uvm_open_findings({"exists": False, "char": False, "major": None, "minor": None}, str(tmp_path / "x")) == []
