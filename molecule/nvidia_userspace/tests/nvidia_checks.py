@@ -8,6 +8,8 @@ LIBDIR = "/usr/lib/x86_64-linux-gnu"
 HOST_VERSION = "580.95.05"
 OTHER_VERSION = "580.82.07"
 FLAGS = "--silent --no-kernel-module --no-nouveau-check --no-x-check"
+# The role's container GPU preflight (it reads the kit's /proc/devices, molecule/shared/gpu-driver.yml).
+PREFLIGHT_TASK = "Check the container's GPUs and device nodes"
 
 PROPRIETARY = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  Tue Sep 30 10:00:00 UTC 2025"
 OPEN = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {version}  Release Build  (dvs-builder@U16-A24-9-2)"
@@ -24,3 +26,9 @@ def set_host_module(host, version, line=PROPRIETARY):
 def installer_runs(host):
     log = host.file(RUNS_LOG)
     return log.content_string.splitlines() if log.exists else []
+
+
+def preflight_result(run):
+    """The role's container GPU preflight result in a converge rerun (it runs once, after the verification)."""
+    (result,) = run.task_results(PREFLIGHT_TASK)
+    return result

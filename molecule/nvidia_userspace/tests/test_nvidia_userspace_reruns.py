@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from nvidia_checks import FLAGS, HOST_VERSION, LIBDIR, OPEN, OTHER_VERSION, installer_runs, set_host_module
+from nvidia_checks import FLAGS, HOST_VERSION, LIBDIR, OPEN, OTHER_VERSION, installer_runs, preflight_result, set_host_module
 
 from ansible_collections.llmops.serving.tests.support.ansible_run import rerun_converge
 
@@ -58,6 +58,10 @@ def test_host_driver_update_installs_the_new_version(host, restore_host):
     assert installer_runs(host) == runs_before + [f"{OTHER_VERSION} {FLAGS}"]
     assert host.check_output("nvidia-smi --query-gpu=driver_version --format=csv,noheader").split() == [OTHER_VERSION] * 6
     assert not host.file(f"{LIBDIR}/libnvidia-ml.so.{HOST_VERSION}").exists
+    # The container's preflight ran after the new userspace was verified: the kit's uvm node matches its major.
+    preflight = preflight_result(run)
+    assert preflight["error_count"] == 0, preflight["summary"]
+    assert not [finding for finding in preflight["findings"] if finding["check"] == "uvm_node"], preflight["summary"]
 
 
 def test_wrong_gpu_count_fails(host):

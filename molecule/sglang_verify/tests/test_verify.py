@@ -45,6 +45,21 @@ def test_the_summary_says_which_card_values_the_server_applies_to_chat_requests(
     assert not server["differs"]
 
 
+def test_the_summary_has_the_container_preflight_and_the_canaries():
+    summary = read_summary()
+    # The container's GPU preflight before the wait: the kit's uvm node has the major of the kit's /proc/devices.
+    preflight = summary["preflight"]
+    assert preflight is not None and preflight["errors"] == 0, preflight
+    assert not any(line.split()[1:2] == ["uvm_node"] for line in preflight["summary"]), preflight
+    # The canaries after the probe: every one the role runs by default, none failed; the greedy tokens are the
+    # reference the first verification of this model revision, release and flags recorded.
+    canaries = {canary["name"]: canary for canary in summary["canaries"]}
+    assert sorted(canaries) == sorted(["greedy_reference", "speculative_lossless", "tool_call", "long_context_acceptance",
+                                       "soak"]), canaries
+    assert not [canary for canary in canaries.values() if canary["passed"] is False], canaries
+    assert canaries["greedy_reference"]["passed"] is True, canaries["greedy_reference"]
+
+
 def published_verdict(host, summary):
     """The verdict file node_exporter reads, checked by promtool; the labels every sample of this run carries."""
     text = host.file(VERDICT_FILE).content_string
@@ -99,7 +114,11 @@ def test_sampling_loop_is_diagnosed_as_sampling_not_mtp(host):
 
 
 def test_the_model_cards_values_cure_the_same_server():
-    run, summary = converge(with_fault("degenerate"))
+    # Without greedy_reference: the simulator's degenerate mode also loops greedy requests (temperature 0 matches no
+    # card profile), so the same model revision answers the canary's prompts with other tokens than the reference the
+    # healthy deployment recorded - a real model's greedy tokens do not depend on what its clients sample with.
+    canaries = ["speculative_lossless", "tool_call", "long_context_acceptance", "soak"]
+    run, summary = converge(with_fault("degenerate", sglang_verify_canaries=canaries))
     assert run.rc == 0, run.summary()
     assert summary["probe_verdict"] == "healthy"
 
