@@ -46,8 +46,10 @@ options:
     type: str
   state_files:
     description:
-      - For O(mode=check), files whose content is part of the deployment, each digested as the component
-        C(state_<name>) (a missing file digests as null, so its appearance or removal is a change).
+      - Files whose content is part of the deployment, each digested as the component C(state_<name>) (a missing file
+        digests as null, so its appearance or removal is a change). O(mode=check) adds them to O(components);
+        O(mode=record) reads them again and replaces the plan's C(state_<name>) entries, so that the record holds what
+        the container says after the rollout (the first deployment downloads its model after the plan).
       - Only regular files are read (a symbolic link, FIFO or device is digested as what it is, never opened), at most
         64 KiB of each.
     type: list
@@ -244,6 +246,16 @@ def main():
     deployment_id = params["deployment_id"]
     if not rollout_plan.DIGEST_RE.match(deployment_id):
         module.fail_json(msg="deployment_id must be a SHA-256 hex digest", **result)
+    if params["state_files"]:
+        # What the container says after the rollout, not what the plan read before it: the first deployment downloads
+        # the model after the plan, and a record of "no model yet" made the next run cut over again for nothing.
+        state = dict((entry["name"], read_state_file(entry["path"], entry["first_line"])) for entry in params["state_files"])
+        names = set("state_" + name for name in state)
+        try:
+            components = rollout_plan.add_state(dict((name, value) for name, value in components.items() if name not in names), state)
+        except ValueError as exc:
+            module.fail_json(msg=str(exc), **result)
+        result["components"] = components
     if current_id != deployment_id:
         module.fail_json(msg="refusing to record deployment %s.. as verified: the container's deployment record says %s"
                          % (deployment_id[:12], current_id), **result)

@@ -54,6 +54,26 @@ def test_first_plan_is_a_cutover_then_a_recorded_rollout_is_only_verified(deploy
     assert result["cutover"] and result["changed_components"] == ["options_sglang"]
 
 
+def test_the_record_holds_the_state_after_the_rollout_not_the_plans(deployed, tmp_path):
+    # The first deployment: the plan reads no model (it is downloaded later in the run); the record must hold the
+    # downloaded revision, or the next plan sees "state_model_revision: changed" and cuts over again for nothing.
+    args, deployment_id = deployed
+    metadata = tmp_path / "model" / ".cache" / "huggingface" / "download" / "config.json.metadata"
+    state_files = [{"name": "model_revision", "path": str(metadata), "first_line": True}]
+    plan, failed = run_module(rollout_plan.main, dict(args, components={"collection": "a" * 64}, state_files=state_files))
+    assert not failed and plan["cutover"]
+    metadata.parent.mkdir(parents=True)
+    metadata.write_text("0123456789abcdef0123456789abcdef01234567\netag\n1733300000.0\n")
+    result, failed = run_module(rollout_plan.main, dict(args, components=plan["components"], state_files=state_files, mode="record",
+                                                        deployment_id=deployment_id))
+    assert not failed and result["changed"]
+    assert result["components"]["state_model_revision"] != plan["components"]["state_model_revision"]
+    # The next plan (a new download timestamp on line 3 changes nothing) is unchanged.
+    metadata.write_text("0123456789abcdef0123456789abcdef01234567\netag\n1733309999.0\n")
+    again, failed = run_module(rollout_plan.main, dict(args, components={"collection": "a" * 64}, state_files=state_files))
+    assert not failed and not again["cutover"], again["reasons"]
+
+
 def test_a_deployment_changed_since_the_record_is_a_cutover(deployed, tmp_path):
     args, deployment_id = deployed
     run_module(rollout_plan.main, dict(args, mode="record", deployment_id=deployment_id))
