@@ -100,10 +100,12 @@ class Scheduler:
         if effective is None:
             effective = sampling.effective_sampling(body, self.args["sampling_defaults"], self.knobs.generation_config)
         profile = sampling.profile_of(effective, thinking)
-        looping = degenerate_mode and profile is None
         seed = body.get("seed")
         question = sampling.last_user_text(messages)
         greedy = sampling.is_greedy(effective)
+        # The degenerate fault is the server's sampling (its defaults, a client's values) driving the model into a loop;
+        # a greedy request names its whole sampling, so its tokens are the model's alone, whatever the server's defaults.
+        looping = degenerate_mode and profile is None and not greedy
         if greedy:
             rng = sampling.greedy_rng(question, thinking)
         else:

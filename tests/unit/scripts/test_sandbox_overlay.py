@@ -51,6 +51,17 @@ OVERLAY = {
     "pve_gpu_host_systemd_unit_dirs": PATH,
     "pve_gpu_host_udev_rule_path": PATH,
     "pve_gpu_host_udevadm": PATH,
+    "pve_gpu_host_preflight_lspci": PATH,             # the GPU kit's node: lspci, dkms, dmesg, sysfs, kernels
+    "pve_gpu_host_preflight_dkms": PATH,
+    "pve_gpu_host_preflight_kernel_log_command": PATH,
+    "pve_gpu_host_preflight_sysfs_root": PATH,
+    "pve_gpu_host_preflight_proc_devices": PATH,      # the kit's driver device list (the processes are real)
+    "pve_gpu_host_preflight_modules_root": PATH,
+    "pve_gpu_host_preflight_boot_dir": PATH,
+    "pve_gpu_host_preflight_boot_pin_file": PATH,
+    "pve_gpu_host_preflight_running_kernel": SIMULATOR,  # the kit's kernel, not this machine's
+    "pve_gpu_host_preflight_container_config_dir": PATH,  # pve-sim's /etc/pve/lxc
+    "nvidia_userspace_preflight_proc_devices": PATH,  # where a sandbox container sees the kit's /proc/devices
     "sandbox_dir": PATH,
     "sandbox_gpu_kit": PATH,
     "sandbox_pve_state": PATH,
