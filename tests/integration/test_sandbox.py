@@ -574,7 +574,8 @@ def test_bad_change_is_rolled_back_and_stops_the_rollout(sandbox):
         run = playbook("deploy.yml", "-e", "@%s" % extra)
     assert_stopped_at_the_first_container(run)
     canary = [failure for failure in run.failures() if failure.startswith("Run the canaries on llm-qwen-a")]
-    assert canary and "greedy_reference" in canary[0] and "speculative_lossless" in canary[0], run.failures()
+    # Deterministic drafts agree with themselves, so only the reference the healthy deployment recorded sees it.
+    assert canary and "greedy_reference" in canary[0] and "token 4 differs from the reference" in canary[0], run.failures()
     print("\nfailed cutover behind the router: %d requests, %d failed %s" % (load.sent, len(load.errors), load.errors[:5]))
     assert load.errors == [], load.errors[:10]
     wait_until(lambda: served_requests("llm-qwen-b") > served_by_b, 60, "llm-qwen-b's log to show requests")
