@@ -114,9 +114,11 @@ def test_sampling_loop_is_diagnosed_as_sampling_not_mtp(host):
 
 
 def test_the_model_cards_values_cure_the_same_server():
-    # Every canary too: the greedy reference the healthy deployment recorded holds on a server whose sampling loops (a
-    # greedy request names its whole sampling).
-    run, summary = converge(with_fault("degenerate"))
+    # Without greedy_reference: the simulator's degenerate fault is a model that loops outside its card's sampling,
+    # greedy included (as Qwen's card warns), so its greedy tokens are not those the healthy model recorded - another
+    # model's, as far as the reference can tell. The other canaries run.
+    canaries = ["speculative_lossless", "tool_call", "long_context_acceptance", "soak"]
+    run, summary = converge(with_fault("degenerate", sglang_verify_canaries=canaries))
     assert run.rc == 0, run.summary()
     assert summary["probe_verdict"] == "healthy"
     assert [item["name"] for item in summary["canaries"] if item["passed"] is not True] == [], summary["canaries"]

@@ -103,9 +103,9 @@ class Scheduler:
         seed = body.get("seed")
         question = sampling.last_user_text(messages)
         greedy = sampling.is_greedy(effective)
-        # The degenerate fault is the server's sampling (its defaults, a client's values) driving the model into a loop;
-        # a greedy request names its whole sampling, so its tokens are the model's alone, whatever the server's defaults.
-        looping = degenerate_mode and profile is None and not greedy
+        # The degenerate fault is a model that loops outside its card's sampling, greedy included (Qwen's card: greedy
+        # decoding "can lead to ... endless repetitions"): its greedy tokens are not the healthy model's.
+        looping = degenerate_mode and profile is None
         if greedy:
             rng = sampling.greedy_rng(question, thinking)
         else:

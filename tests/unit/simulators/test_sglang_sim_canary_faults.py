@@ -56,14 +56,6 @@ def test_greedy_is_a_function_of_the_prompt_and_speculation_is_lossless(start_si
     assert generate(plain, PROMPT, temperature=1.0)[1]["output_ids"] != first["output_ids"]
 
 
-def test_a_server_whose_sampling_loops_still_gives_the_models_greedy_tokens(start_sim):
-    # The degenerate fault is the server's sampling driving the model into a loop; a greedy request names its whole
-    # sampling, so a deployment with that fault answers it with the same tokens as a healthy one.
-    healthy = generate(started(start_sim, []), PROMPT)[1]
-    looping = started(start_sim, [], gpu=1, SGLANG_SIM_FAULT="degenerate")
-    assert generate(looping, PROMPT)[1]["output_ids"] == healthy["output_ids"]
-
-
 def test_wrong_drafts_make_greedy_output_leave_the_target_after_a_few_tokens(start_sim):
     plain = started(start_sim, [])
     wrong = started(start_sim, SPEC_ARGS, gpu=1, SGLANG_SIM_FAULT="wrong-drafts")
