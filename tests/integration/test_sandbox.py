@@ -688,6 +688,9 @@ def test_incident_replay_names_the_stray_and_a_deploy_recovers(sandbox):
         messages = " ".join(run.failures())
         assert "port 30000 is held by PID %d" % stray in messages, messages
         assert summary(host)["status"] == "failed"
+        # The container's GPU preflight names the stray's GPU memory too: held by processes of no service unit.
+        assert "The container's GPU preflight found: ERROR gpu_memory_without_unit" in summary(host)["message"], summary(host)["message"]
+        assert "belongs to no service unit" in messages, messages
     finally:
         pct(HOSTS[host]["vmid"], "pkill", "-9", "-f", "stray-relaunch")
     # Meanwhile llm-qwen-b's container was stopped from the Proxmox UI (issue 30): the same deploy starts it, and its
