@@ -635,18 +635,25 @@ def _topology(driver, gpus, out):
     return 0
 
 
+def _visible_gpus_or_exit(driver, out):
+    """(GPUs this process may use, None), or (None, nvidia-smi's exit status) after printing why there are none: NVML's
+    failure (on standard output, as nvidia-smi prints it) or "No devices were found"."""
+    try:
+        gpus = driver.visible_gpus()
+    except NvmlError as failure:
+        out.write("\n".join(failure.lines) + "\n")
+        return None, failure.code
+    if not gpus:
+        out.write(NO_DEVICES + "\n")
+        return None, EXIT_NOT_FOUND
+    return gpus, None
+
+
 def topo(argv, driver, out, err):
     """``nvidia-smi topo``: ``-m``/``--matrix`` only (the stand-in's part of it)."""
     if argv in (["-m"], ["--matrix"]):
-        try:
-            gpus = driver.visible_gpus()
-        except NvmlError as failure:
-            out.write("\n".join(failure.lines) + "\n")
-            return failure.code
-        if not gpus:
-            out.write(NO_DEVICES + "\n")
-            return EXIT_NOT_FOUND
-        return _topology(driver, gpus, out)
+        gpus, code = _visible_gpus_or_exit(driver, out)
+        return _topology(driver, gpus, out) if code is None else code
     if "-i" in argv and not ({"-n", "-p"} & set(argv)):
         # What the real one answers (cfregly/ai-performance-engineering issue 8, "nvidia-smi topo -m -i 0").
         out.write("The -i command line argument must be used in conjunction with -n or -p.\n")
@@ -706,15 +713,9 @@ def nvidia_smi(argv, driver, out=None, err=None):
         else:
             err.write("Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n")
             return EXIT_INVALID_ARGUMENT
-    try:
-        gpus = driver.visible_gpus()
-    except NvmlError as failure:
-        # nvidia-smi prints NVML's failure on standard output.
-        out.write("\n".join(failure.lines) + "\n")
-        return failure.code
-    if not gpus:
-        out.write(NO_DEVICES + "\n")
-        return EXIT_NOT_FOUND
+    gpus, code = _visible_gpus_or_exit(driver, out)
+    if code is not None:
+        return code
     if select is not None:
         chosen = [gpu for gpu in gpus if select in (str(gpu.index), gpu.uuid, gpu.smi_bus_id, gpu.bus_id)]
         if not chosen:
