@@ -12,6 +12,7 @@ answer and not an exception).
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import signal
@@ -20,6 +21,8 @@ import subprocess
 import threading
 
 from ansible_collections.llmops.serving.plugins.module_utils import pcie_path, procfs
+from ansible_collections.llmops.serving.plugins.module_utils.lxc_device_rules import (
+    parse_container_config, parse_proc_devices, uvm_access)
 from ansible_collections.llmops.serving.plugins.module_utils.preflight_finding import Finding, gpu_subject, visible
 
 COMMAND_TIMEOUT = 60
@@ -34,9 +37,6 @@ GPU_QUERY_FIELDS = ("index", "uuid", "pci.bus_id", "name", "persistence_mode", "
 GEN_CURRENT_FALLBACK = ("pcie.link.gen.gpucurrent", "pcie.link.gen.current")
 APPS_QUERY = "--query-compute-apps=pid,gpu_uuid,used_memory,process_name"
 NOT_AVAILABLE = ("[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]", "[Insufficient Permissions]", "")
-_DEVICE_ALLOW = re.compile(r"^lxc\.cgroup2?\.devices\.allow\s*[:=]\s*(?P<rule>.*)$")
-_PVE_DEV = re.compile(r"^dev(?P<n>\d+)\s*:\s*(?:path=)?(?P<path>[^,\s]+)")
-_ALLOW_RULE = re.compile(r"^(?P<type>[abc])(?:\s+(?P<major>\*|\d+):(?P<minor>\*|\d+))?")
 
 
 # --------------------------------------------------------------------------- running programs
@@ -278,22 +278,6 @@ def resolve_groups(groups, gpus):
 
 # --------------------------------------------------------------------------- nvidia-uvm
 
-def parse_proc_devices(text):
-    """``{name: major}`` of the character devices in ``/proc/devices``."""
-    majors = {}
-    section = None
-    for line in (text or "").splitlines():
-        stripped = line.strip()
-        if stripped.endswith("devices:"):
-            section = stripped
-            continue
-        if section == "Character devices:":
-            parts = stripped.split(None, 1)
-            if len(parts) == 2 and parts[0].isdigit():
-                majors.setdefault(parts[1], int(parts[0]))
-    return majors
-
-
 def stat_node(path):
     """``{"exists", "char", "major", "minor"}`` of a device node (links followed)."""
     try:
@@ -369,38 +353,6 @@ def uvm_node_findings(proc_devices_text, node, dev_path, scope):
     return major, []
 
 
-def parse_container_config(text):
-    """The device rules of an LXC or PVE container config's main section: ``{"allow": [(rule, line)], "dev":
-    [(path, line)], "mounts": [line]}``; snapshot sections (from the first ``[``) are ignored."""
-    result = {"allow": [], "dev": [], "mounts": []}
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("["):
-            break
-        allow = _DEVICE_ALLOW.match(stripped)
-        if allow:
-            result["allow"].append((allow.group("rule").strip(), line))
-            continue
-        dev = _PVE_DEV.match(stripped)
-        if dev:
-            result["dev"].append((dev.group("path"), line))
-            continue
-        if stripped.startswith("lxc.mount.entry") and "nvidia" in stripped:
-            result["mounts"].append(line)
-    return result
-
-
-def allows_major(config, major):
-    """True when an allow rule covers character devices of ``major`` (``a``, ``c *:*``, ``c <major>:*``...)."""
-    for rule, _line in config["allow"]:
-        match = _ALLOW_RULE.match(rule)
-        if not match:
-            continue
-        if match.group("type") == "a" or (match.group("type") == "c" and match.group("major") in (None, "*", str(major))):
-            return True
-    return False
-
-
 def config_findings(path, text, major, uvm_path="/dev/nvidia-uvm"):
     """``uvm_major_mismatch`` when a container config neither passes the uvm node by path (PVE's ``devN:``, which
     follows the node's current major) nor allows its current major. A warning, not an error: the node is checked before
@@ -412,7 +364,7 @@ def config_findings(path, text, major, uvm_path="/dev/nvidia-uvm"):
     if major is None:
         return []
     config = parse_container_config(text)
-    if any(dev_path == uvm_path for dev_path, _line in config["dev"]) or allows_major(config, major):
+    if uvm_access(config, major, uvm_path):
         return []
     allow_lines = [line for _rule, line in config["allow"]]
     evidence = allow_lines + [line for line in config["mounts"] if "nvidia-uvm" in line]
@@ -426,6 +378,40 @@ def config_findings(path, text, major, uvm_path="/dev/nvidia-uvm"):
                     "deploy.yml corrects it (pve_container writes the current major and restarts the container); by hand: "
                     "'lxc.cgroup2.devices.allow: c %d:* rwm', or pass the node by path with 'devN: %s' (PVE 8.1+: "
                     "follows the major), then restart the container" % (major, uvm_path))]
+
+
+# --------------------------------------------------------------------------- the node's boot check
+
+BOOT_CHECK_FIX = ("deploy.yml installs and enables it (pve_gpu_host); by hand: systemctl enable --now "
+                  "llmops-gpu-boot-check.service, and journalctl -b -u llmops-gpu-boot-check for why it did not run")
+
+
+def boot_check_findings(report_path, report_text, boot_id):
+    """``boot_check`` warnings from the report of pve_gpu_host's boot check (gpu_boot_check.py, before pve-guests):
+    none for this boot (the unit did not run, or failed before writing), or problems it recorded and could not repair
+    (each one's own text says what and the fix). Nothing when the report is this boot's and clean."""
+    if report_text is None:
+        return [Finding("boot_check", "warning", report_path, "no boot check report for this boot", [],
+                        "nothing checked the uvm nodes and the GPU containers' device rules before the guests started",
+                        BOOT_CHECK_FIX)]
+    try:
+        report = json.loads(report_text)
+    except ValueError:
+        report = None
+    if not isinstance(report, dict):
+        return [Finding("boot_check", "warning", report_path, "the boot check report is not a JSON object",
+                        [report_text[:200]], "what the boot check found at boot is unknown", BOOT_CHECK_FIX)]
+    evidence = ["boot_id %s, checked at %s" % (report.get("boot_id"), report.get("checked_at"))]
+    if boot_id and report.get("boot_id") != boot_id:
+        return [Finding("boot_check", "warning", report_path, "the boot check report is from another boot (this boot: %s)" % boot_id,
+                        evidence, "nothing checked the uvm nodes and the GPU containers' device rules before the guests "
+                        "started in this boot", BOOT_CHECK_FIX)]
+    problems = [str(problem) for problem in report.get("problems") or [] if problem]
+    if not problems:
+        return []
+    return [Finding("boot_check", "warning", report_path, "at boot: %s" % "; ".join(problems), evidence + problems,
+                    "the guests started with these problems",
+                    "as each problem says, then run the check again: systemctl restart llmops-gpu-boot-check")]
 
 
 # --------------------------------------------------------------------------- processes holding GPU memory

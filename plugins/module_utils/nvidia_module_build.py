@@ -22,6 +22,9 @@ from ansible_collections.llmops.serving.plugins.module_utils.preflight_finding i
 
 _STATUS = re.compile(r"^(?P<module>[A-Za-z0-9_.+-]+)(?:/|,\s*)(?P<version>[^,:\s]+)"
                      r"(?:,\s*(?P<kernel>[^,:\s]+)(?:,\s*(?P<arch>[^,:\s]+))?)?:\s*(?P<state>[A-Za-z]+)(?P<extra>.*)$")
+# What dkms says when it cannot answer or a build is off: ``Error! Could not locate dkms.conf file.``, a ``WARNING:``
+# line, ``File: /var/lib/dkms/nvidia/390.48/source/dkms.conf does not exist.``
+_PROBLEM = re.compile(r"^\s*(?:Error!|Warning)|/dkms/nvidia", re.IGNORECASE)
 MAX_LINES = 5000
 MAX_WALK_ENTRIES = 100000
 NEXT_BOOT_PIN = "next-boot-pin"
@@ -30,7 +33,9 @@ NEXT_BOOT_PIN = "next-boot-pin"
 def parse_dkms_status(text):
     """``{"entries": [{"module", "version", "kernel", "arch", "state", "extra", "line"}], "other": [lines]}``.
 
-    ``other`` keeps what is not a status line (warnings, errors), verbatim."""
+    ``other`` keeps what is not a status line (warnings, errors), verbatim. ``extra`` is what follows the state, for
+    example ``(original_module exists)`` (dkms 2), ``(Original modules exist)`` or ``(WARNING! Diff between built and
+    installed module!)`` (dkms 3): the module is installed either way."""
     entries, other = [], []
     for line in text.splitlines()[:MAX_LINES]:
         stripped = line.strip()
@@ -141,11 +146,18 @@ def build_state(modules_root, boot_dir, boot_pin_file, running_kernel, status, l
     return state
 
 
+def problem_lines(status):
+    """dkms's own error and warning lines (and those naming the nvidia dkms tree), verbatim."""
+    return [line.strip() for line in (status["other"] if status else []) if _PROBLEM.search(line)]
+
+
 def build_findings(state, status):
     """``nvidia_module_not_built`` (error) for the running and for the next-boot kernel when no ``nvidia.ko`` exists
-    for it and dkms does not say installed."""
+    for it and dkms does not say installed. The evidence is dkms's nvidia lines (or that it lists none) and its own
+    error lines, then the module tree searched."""
     findings = []
     nvidia_lines = [entry["line"] for entry in (status["entries"] if status else []) if entry["module"] == "nvidia"]
+    problems = problem_lines(status)
     for role, kernel in (("running", state["running"]), ("next boot", state["next_boot"])):
         if not kernel or (role == "next boot" and kernel == state["running"]):
             continue
@@ -153,6 +165,7 @@ def build_findings(state, status):
         if facts["module_files"] or facts["dkms_line"] or facts.get("loaded"):
             continue
         evidence = nvidia_lines[:4] or ["dkms status lists no nvidia module"]
+        evidence += problems[:max(0, 5 - len(evidence))]
         evidence.append("no nvidia.ko* under the module tree of %s" % kernel)
         if role == "running":
             what = "no NVIDIA kernel module is built for the running kernel %s" % kernel

@@ -193,21 +193,48 @@ def parse_flags(text):
     return dict((name, sign == "+") for name, sign in _FLAG.findall(text or ""))
 
 
-def lspci_width_finding(subject, device):
-    """``pcie_link_width`` from lspci's ``LnkCap:``/``LnkSta:`` (for a device whose sysfs has no link attributes);
-    with no ``LnkCap:`` line, lspci's own ``(downgraded)`` mark makes it a warning."""
+def lspci_evidence(device, label=None):
+    """The device's ``LnkCap:`` and ``LnkSta:`` lines, each after ``label`` (for example ``lspci -vvv -s
+    0000:3b:00.0``) when given."""
+    lines = [line for key, line in sorted((device or {}).get("lines", {}).items()) if key in ("LnkCap", "LnkSta")]
+    return ["%s: %s" % (label, line.strip()) for line in lines] if label else lines
+
+
+def lspci_width_finding(subject, device, label=None, upstream_width=None):
+    """``pcie_link_width`` from lspci's ``LnkCap:``/``LnkSta:`` (for a device whose sysfs has no link attributes),
+    judged like the sysfs attributes: narrower than both ends can do (``upstream_width``: the upstream port's
+    capable width where known); with no ``LnkCap:`` line, lspci's own ``(downgraded)`` mark makes it a warning."""
     status, capability = (device or {}).get("lnksta"), (device or {}).get("lnkcap")
     if not status or not status["width"]:
         return None
-    evidence = [line for key, line in sorted(device["lines"].items()) if key in ("LnkCap", "LnkSta")]
+    evidence = lspci_evidence(device, label)
     if capability and capability["width"]:
-        return width_finding(subject, status["width"], capability["width"], evidence, "lspci")
+        capable = min(width for width in (capability["width"], upstream_width) if width)
+        return width_finding(subject, status["width"], capable, evidence, "lspci")
     if status["width_downgraded"]:
         return Finding("pcie_link_width", "warning", subject,
                        "lspci marks the PCIe link width x%d as downgraded" % status["width"], evidence,
                        "transfers over this link get a fraction of its bandwidth",
                        "reseat the device and check its riser and slot; compare LnkCap and LnkSta in lspci -vvv")
     return None
+
+
+def lspci_link_findings(subject, device, label=None, upstream_width=None, upstream_speed=None):
+    """What the sysfs link attributes give for a GPU (``pcie_link_width``, ``pcie_link_speed``), from lspci's
+    ``LnkCap:``/``LnkSta:`` instead; the evidence is those lines after ``label``."""
+    found = [lspci_width_finding(subject, device, label, upstream_width)]
+    status, capability = (device or {}).get("lnksta"), (device or {}).get("lnkcap")
+    if status and capability and capability["speed"]:
+        capable = min(speed for speed in (capability["speed"], upstream_speed) if speed)
+        found.append(speed_finding(subject, status["speed"], capable, lspci_evidence(device, label), "lspci"))
+    return [finding for finding in found if finding]
+
+
+def lspci_judges_width(device):
+    """True when lspci's lines decide the link width: a ``LnkSta:`` width and either a ``LnkCap:`` width or lspci's
+    own ``(downgraded)`` mark."""
+    status, capability = (device or {}).get("lnksta"), (device or {}).get("lnkcap")
+    return bool(status and status["width"] and ((capability and capability["width"]) or status["width_downgraded"]))
 
 
 def _blank(description):

@@ -24,7 +24,12 @@ description:
     --query-gpu), C(pcie_link_width) (the link trained narrower than both ends can do: an error below half of it,
     for example x4 of x16, which no slot is designed to give and which points at a riser, slot or seating fault;
     a warning otherwise, for example x8 of x16) and C(pcie_link_speed) (info only: GPUs lower the link
-    generation when idle)."
+    generation when idle). On the node the link is read from sysfs (C(current_link_width), C(max_link_width),
+    C(current_link_speed), C(max_link_speed) of the GPU and of its upstream port); for a GPU whose sysfs has no such
+    attributes (no device entry under O(sysfs_root), or the attributes missing or unreadable) from the C(LnkCap:) and
+    C(LnkSta:) lines of C(lspci -vvv -s <GPU bus id>), with the same check ids and severities and those lines as
+    evidence (without C(LnkCap:), lspci's own C(downgraded) mark makes a warning); where neither gives the width,
+    from nvidia-smi, and RV(skipped_checks) says when nothing does."
   - "Checks of the uvm device: C(uvm_node) (the nvidia-uvm module not loaded, C(/dev/nvidia-uvm) missing, not a
     character device or with another major than C(/proc/devices)) and C(uvm_major_mismatch) (a container config
     of O(container_configs) that neither passes the node by path with PVE's C(devN:) nor allows its current major)."
@@ -85,7 +90,10 @@ options:
     type: str
     default: nvidia-smi
   lspci:
-    description: The C(lspci) program, run as C(<lspci> -vvv -s <bridge>) for each bridge between the GPUs of a group.
+    description:
+      - The C(lspci) program, run as C(<lspci> -vvv -s <bridge>) for each bridge between the GPUs of a group (its
+        C(ACSCtl:)), and on the node as C(<lspci> -vvv -s <GPU bus id>) for a GPU whose sysfs link attributes cannot be
+        read (its C(LnkCap:) and C(LnkSta:) then judge the GPU's link).
     type: str
     default: lspci
   dkms:
@@ -131,6 +139,19 @@ options:
   running_kernel:
     description: The running kernel's release; default the release this module runs under (C(uname -r)).
     type: str
+  boot_id_file:
+    description:
+      - The kernel's ID of this boot (a new random one at every boot; a container reads its node's, the kernel does not
+        namespace it). Returned in RV(boot) and compared with O(boot_check_report)'s.
+    type: path
+    default: /proc/sys/kernel/random/boot_id
+  boot_check_report:
+    description:
+      - With O(scope=node), the report of the node's boot check (C(llmops-gpu-boot-check.service), which the role
+        llmops.serving.pve_gpu_host installs before C(pve-guests.service)). C(boot_check) warns when it is missing, not
+        a regular file, from another boot (the unit did not run in this boot) or records a problem the boot check could
+        not repair. Not given, not checked.
+    type: path
   container_configs:
     description:
       - Paths of LXC or PVE container configs (for example C(/etc/pve/lxc/105.conf)) whose device rules must cover
@@ -147,7 +168,10 @@ extends_documentation_fragment:
   - llmops.serving.attributes.read_only
 notes:
   - Needs root on the node for C(lspci)'s ACS capabilities (as another user lspci prints C(<access denied>) and the
-    finding C(acs_unknown) says so) and for other users' C(/proc/<pid>/cgroup).
+    finding C(acs_unknown) says so), for the C(LnkCap:)/C(LnkSta:) lines of a GPU without sysfs link attributes (else
+    nvidia-smi judges its link) and for other users' C(/proc/<pid>/cgroup).
+  - A missing C(lspci) is one C(program_missing) warning naming what was not checked (ACS redirect, the link of a GPU
+    without sysfs link attributes); a missing C(dkms) is info (the module build is judged from the module files).
   - The result key is RV(skipped_checks), not C(skipped), because Ansible shows a task whose result has a non-empty
     C(skipped) as skipped.
 seealso:
@@ -244,8 +268,9 @@ gpus:
       C(pcie) (C(gen_current), C(gen_max), C(width_current), C(width_max) from nvidia-smi), C(ecc_mode),
       C(retired_pages_pending), C(remapped_rows_pending), C(remapped_rows_failure), C(in_deployment); on the node
       also C(pcie_path) (the bridges from the root port down to the GPU, from sysfs), C(sysfs_link) (C(current_speed),
-      C(max_speed) in GT/s, C(current_width), C(max_width)), C(iommu_group), C(iommu_group_type) and C(iommu_mode)
-      (C(translated), C(passthrough), C(off) or null).
+      C(max_speed) in GT/s, C(current_width), C(max_width)), C(lspci_link) (the same keys from C(LnkSta:) and C(LnkCap:),
+      only for a GPU whose sysfs link attributes could not be read), C(iommu_group), C(iommu_group_type) and
+      C(iommu_mode) (C(translated), C(passthrough), C(off) or null).
   returned: always
   type: list
   elements: dict
@@ -269,8 +294,18 @@ topology:
   type: dict
   sample: {"columns": ["GPU0", "GPU1", "CPU Affinity", "NUMA Affinity"],
            "gpus": {"GPU0": {"links": {"GPU0": "X", "GPU1": "PXB"}, "cpu_affinity": "0-27", "numa_affinity": "0", "gpu_numa_id": null}}}
+boot:
+  description:
+    - C(boot_id) (from O(boot_id_file), null when unreadable) and C(init_started), when PID 1 of this scope started (ISO
+      8601 UTC; the node's boot, or the container's start). A verification compares them with the previous one's to
+      tell a node reboot from a container restart.
+  returned: always
+  type: dict
+  sample: {"boot_id": "0f5c3c8e-5a57-4c8b-9d1e-2f3a4b5c6d7e", "init_started": "2026-12-04T20:01:13Z"}
 skipped_checks:
-  description: The checks not run, each with C(check) and C(reason) (container scope, or nothing to check).
+  description:
+    - The checks not run, each with C(check) and C(reason) (container scope, nothing to check, or a GPU whose link
+      width no source gives).
   returned: always
   type: list
   elements: dict
@@ -290,20 +325,25 @@ kernels:
 """
 
 import os
+import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.serving.plugins.module_utils import gpu_preflight_checks as checks
-from ansible_collections.llmops.serving.plugins.module_utils import gpu_topology, kernel_gpu_log, nvidia_module_build, pcie_path
+from ansible_collections.llmops.serving.plugins.module_utils import gpu_topology, kernel_gpu_log, nvidia_module_build, pcie_path, procfs
 from ansible_collections.llmops.serving.plugins.module_utils.preflight_finding import (
+    SEVERITIES,
     Finding,
     count,
     failure_message,
     gpu_subject,
     sort_findings,
+    visible,
 )
 
 MAX_BRIDGES = 64
+ACS_UNCHECKED = "ACS redirect on the PCIe path between GPUs is not checked"
+LINK_FROM_NVIDIA_SMI = "the PCIe link of a GPU without sysfs link attributes is judged from nvidia-smi alone"
 NODE_ONLY = (
     ("topology", "only the node sees the PCIe topology (nvidia-smi topo -m)"),
     ("acs", "only the node can read the bridges' ACS capability (lspci)"),
@@ -320,12 +360,13 @@ class Preflight:
         self.run = runner
         self.findings = []
         self.skipped = []
-        self.missing = set()
+        self.missing = {}
         self.gpus = []
         self.groups = []
         self.deployment = None
         self.topology = None
         self.kernels = None
+        self.boot = {"boot_id": None, "init_started": None}
         self.uvm = {"major": None, "node": None}
         self.chains = {}
         self.redirects = {}
@@ -340,11 +381,19 @@ class Preflight:
             return None
 
     def program_missing(self, program, severity, consequence):
-        if program not in self.missing:
-            self.missing.add(program)
-            self.findings.append(Finding("program_missing", severity, program, "%s is not installed or not executable" % program,
-                                         [], consequence, "install it (Debian: apt install %s)" % {
-                                             "lspci": "pciutils", "dkms": "dkms"}.get(os.path.basename(program), os.path.basename(program))))
+        """One ``program_missing`` finding per program; a later check that misses it too adds its consequence (and
+        raises the severity where its own is higher)."""
+        known = self.missing.get(program)
+        if known is None:
+            self.missing[program] = Finding("program_missing", severity, program, "%s is not installed or not executable" % program,
+                                            [], consequence, "install it (Debian: apt install %s)" % {
+                                                "lspci": "pciutils", "dkms": "dkms"}.get(os.path.basename(program), os.path.basename(program)))
+            self.findings.append(self.missing[program])
+            return
+        if consequence not in known.consequence:
+            known.consequence = visible("%s; %s" % (known.consequence, consequence))
+        if SEVERITIES.index(severity) < SEVERITIES.index(known.severity):
+            known.severity = severity
 
     def execute(self):
         params = self.params
@@ -376,6 +425,7 @@ class Preflight:
         if node:
             self.guarded("iommu", self.check_iommu, log_text or "")
             self.guarded("kernel_module_build", self.check_module_build)
+        self.guarded("boot", self.check_boot)
         if not any(len(members) > 1 for _name, members in self.groups) and node:
             self.skipped.append({"check": "p2p_path", "reason": "no server of gpu_groups has two or more GPUs"})
         return self.result()
@@ -384,17 +434,41 @@ class Preflight:
         return self.deployment is None or gpu["index"] in self.deployment
 
     def check_gpu(self, gpu):
+        """The GPU's link from sysfs; where sysfs has no link attributes for it (no device entry, or the attributes
+        missing or unreadable), from lspci's LnkCap/LnkSta on the node; where neither judges it, from nvidia-smi."""
         chain = self.chains.get(gpu["index"]) or {"chain": [], "dirs": []}
-        judged_by_sysfs = False
+        judged = False
+        links = []
         if chain["dirs"]:
             links = [pcie_path.read_link(directory) for directory in chain["dirs"]]
             gpu["pcie_path"] = chain["chain"][:-1]
             gpu["sysfs_link"] = {key: value for key, value in links[-1].items() if key != "raw"}
-            judged_by_sysfs = links[-1]["current_width"] is not None
+            judged = links[-1]["current_width"] is not None
             if self.ours(gpu):
                 self.findings += self.sysfs_link_findings(gpu, chain, links)
+        if not judged and self.params["scope"] == "node" and gpu["bus_id"]:
+            judged = self.lspci_link(gpu, links[-2] if len(links) > 1 else None)
         if self.ours(gpu):
-            self.findings += checks.gpu_findings(gpu, from_sysfs_link=judged_by_sysfs)
+            self.findings += checks.gpu_findings(gpu, from_sysfs_link=judged)
+        if not judged and None in (gpu["pcie"]["width_current"], gpu["pcie"]["width_max"]) and self.params["scope"] == "node":
+            self.skipped.append({"check": "pcie_link_width", "reason": "%s: neither sysfs, lspci nor nvidia-smi gives its link width" % (
+                gpu_subject(gpu["index"], gpu["bus_id"]))})
+
+    def lspci_link(self, gpu, upstream):
+        """The GPU's link from ``lspci -vvv -s <bus id>`` (its ``LnkCap:``/``LnkSta:``), with the upstream port's
+        capable width and speed from sysfs where it has them, judged as the sysfs attributes are: True when lspci
+        decided the width (then nvidia-smi's is not used)."""
+        device = self.lspci(gpu["bus_id"], LINK_FROM_NVIDIA_SMI)
+        if not device or not device.get("lnksta"):
+            return False
+        status, capability = device["lnksta"], device.get("lnkcap") or {}
+        gpu["lspci_link"] = {"current_speed": status["speed"], "max_speed": capability.get("speed"),
+                             "current_width": status["width"], "max_width": capability.get("width")}
+        if self.ours(gpu):
+            self.findings += pcie_path.lspci_link_findings(
+                gpu_subject(gpu["index"], gpu["bus_id"]), device, label="lspci -vvv -s %s" % gpu["bus_id"],
+                upstream_width=upstream["max_width"] if upstream else None, upstream_speed=upstream["max_speed"] if upstream else None)
+        return pcie_path.lspci_judges_width(device)
 
     def sysfs_link_findings(self, gpu, chain, links):
         """Each link of the chain (device i and its upstream port i-1): narrower than both ends can do; the GPU's own
@@ -416,6 +490,21 @@ class Preflight:
                 if speed:
                     found.append(speed)
         return found
+
+    def check_boot(self):
+        params = self.params
+        boot_id = (checks.read_text(params["boot_id_file"], limit=64) or "").strip() or None
+        started = procfs.process_start_epoch(1, params["proc_root"])
+        self.boot = {"boot_id": boot_id, "init_started": procfs.iso_utc(started) if started is not None else None}
+        report = params["boot_check_report"]
+        if params["scope"] != "node" or not report:
+            return
+        try:
+            regular = stat.S_ISREG(os.stat(report).st_mode)
+        except OSError:
+            regular = False
+        # Only a regular file is read (a FIFO there would hang the run).
+        self.findings += checks.boot_check_findings(report, checks.read_text(report) if regular else None, boot_id)
 
     def check_uvm(self):
         params = self.params
@@ -505,16 +594,18 @@ class Preflight:
                                              "ACS redirect on the path between the server's GPUs is not judged", "run the preflight as root"))
             self.redirects[name] = redirecting
 
-    def lspci(self, bridge):
-        """The parsed lspci device, None when lspci printed nothing for it, False when lspci is missing."""
-        result = self.run([self.params["lspci"], "-vvv", "-s", bridge])
+    def lspci(self, bdf, consequence=ACS_UNCHECKED):
+        """The parsed ``lspci -vvv -s <bdf>`` device (a bridge, or a GPU without sysfs link attributes), None when
+        lspci printed nothing for it, False when lspci is missing (a ``program_missing`` warning with
+        ``consequence``)."""
+        result = self.run([self.params["lspci"], "-vvv", "-s", bdf])
         if result["missing"]:
-            self.program_missing(self.params["lspci"], "warning", "ACS redirect on the PCIe path between GPUs is not checked")
+            self.program_missing(self.params["lspci"], "warning", consequence)
             return False
         if result["rc"] != 0:
             return None
         devices = pcie_path.parse_lspci(result["stdout"])
-        return devices.get(bridge) or devices.get(None) or (next(iter(devices.values())) if len(devices) == 1 else None)
+        return devices.get(bdf) or devices.get(None) or (next(iter(devices.values())) if len(devices) == 1 else None)
 
     def read_kernel_log(self):
         tried = []
@@ -561,8 +652,10 @@ class Preflight:
         status = None
         if result["missing"]:
             self.program_missing(params["dkms"], "info", "the module build is judged from the module files alone")
-        elif result["rc"] == 0:
+        elif result["rc"] is not None:
+            # dkms prints its "Error! ..." lines on stderr, and may list the other modules on stdout even then.
             status = nvidia_module_build.parse_dkms_status(result["stdout"])
+            status["other"] += [line for line in result["stderr"].splitlines()[:nvidia_module_build.MAX_LINES] if line.strip()]
         running = params["running_kernel"] or os.uname().release
         # A loaded module proves a build for the running kernel (the H200 VM's module lies outside /lib/modules).
         loaded = None
@@ -589,6 +682,7 @@ class Preflight:
             "skipped_checks": self.skipped,
             "uvm": self.uvm,
             "kernels": self.kernels,
+            "boot": self.boot,
         }, failure_message(findings)
 
 
@@ -613,6 +707,8 @@ def main():
             boot_pin_file=dict(type="path", default="/etc/kernel/proxmox-boot-pin"),
             running_kernel=dict(type="str"),
             container_configs=dict(type="list", elements="path", default=[]),
+            boot_id_file=dict(type="path", default="/proc/sys/kernel/random/boot_id"),
+            boot_check_report=dict(type="path"),
             fail_on_error=dict(type="bool", default=True),
         ),
         supports_check_mode=True,

@@ -1,6 +1,11 @@
-"""nvidia_module_build: dkms status in both formats (synthetic lines in the formats dkms 2 and 3 print, labelled as
-such: no public Proxmox capture with a source URL was found), installed kernels, the next-boot kernel with and
-without a proxmox-boot-tool pin, and nvidia_module_not_built for the running and the next-boot kernel."""
+"""nvidia_module_build: dkms status in both formats, installed kernels, the next-boot kernel with and without a
+proxmox-boot-tool pin, and nvidia_module_not_built for the running and the next-boot kernel.
+
+Real `dkms status` outputs from public issues (data/gpu_preflight/public, verbatim; sources in PUBLIC_DKMS below):
+dkms 2's comma format, dkms 3's slash format, `added`, `built`, `(original_module exists)`, dkms's `Error!` lines and
+the `(WARNING! Diff between built and installed module!)` suffix on a Proxmox `-pve` kernel (an i915 module there: no
+public `dkms status` of an NVIDIA module on a `-pve` kernel with a citable source was found). The kernel and module
+trees around them are synthetic, as are SYNTHETIC_STATUS's lines, labelled as such."""
 from __future__ import annotations
 
 import os
@@ -8,6 +13,16 @@ import os
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import nvidia_module_build as build
+from ansible_collections.llmops.serving.tests.unit.plugins.module_utils.preflight_data import public
+
+# Each file is whole lines of one paste; the prompt lines (`$ dkms status` ...) are the poster's, kept verbatim.
+PUBLIC_DKMS = {
+    "dkms-status-comma-negativo17-56.txt": "https://github.com/negativo17/nvidia-driver/issues/56",
+    "dkms-status-error-negativo17-56.txt": "https://github.com/negativo17/nvidia-driver/issues/56",
+    "dkms-status-slash-rtl8852bu-7.txt": "https://github.com/morrownr/rtl8852bu/issues/7",
+    "dkms-status-added-ogkm-526.txt": "https://github.com/NVIDIA/open-gpu-kernel-modules/issues/526",
+    "dkms-status-diff-warning-i915-sriov-274.txt": "https://github.com/strongtz/i915-sriov-dkms/issues/274",
+}
 
 # Synthetic, in the formats of dkms 3 (module/version) and dkms 2 (module, version), with a suffix and a warning line.
 SYNTHETIC_STATUS = """nvidia/550.54.14, 6.8.4-2-pve, x86_64: installed
@@ -112,3 +127,115 @@ def test_a_loaded_module_counts_as_built_for_the_running_kernel(tmp_path):
                               loaded="/sys/module/nvidia")
     assert state["kernels"]["6.18.44-fc-v1252-gpu"]["loaded"] == "/sys/module/nvidia"
     assert build.build_findings(state, None) == []
+
+
+# --------------------------------------------------------------------------- real dkms status outputs
+
+def runs(name):
+    """The outputs of each `dkms status` in a public paste: the lines after each prompt line, in order."""
+    outputs = []
+    for line in public(name).splitlines():
+        if "dkms status" in line:
+            outputs.append([])
+        elif outputs:
+            outputs[-1].append(line)
+    return ["".join(text + "\n" for text in lines) for lines in outputs]
+
+
+def records(status):
+    return [(e["module"], e["version"], e["kernel"], e["arch"], e["state"], e["extra"]) for e in status["entries"]]
+
+
+def tree(tmp_path, kernels, module_in=()):
+    """Synthetic: installed kernels (module tree and vmlinuz), ``nvidia.ko`` only in those of ``module_in``."""
+    modules, boot = tmp_path / "lib/modules", tmp_path / "boot"
+    boot.mkdir()
+    for kernel in kernels:
+        (modules / kernel / "kernel").mkdir(parents=True)
+        (boot / ("vmlinuz-" + kernel)).write_text("")
+        if kernel in module_in:
+            (modules / kernel / "updates/dkms").mkdir(parents=True)
+            (modules / kernel / "updates/dkms/nvidia.ko").write_text("")
+    return {"modules": str(modules), "boot": str(boot), "pin": str(tmp_path / "etc/kernel/proxmox-boot-pin")}
+
+
+def findings_for(paths, running, status, loaded=None):
+    state = build.build_state(paths["modules"], paths["boot"], paths["pin"], running, status, loaded)
+    return build.build_findings(state, status)
+
+
+FEDORA = ["4.17.11-200.fc28.x86_64", "4.17.12-200.fc28.x86_64", "4.17.14-202.fc28.x86_64"]
+
+
+def test_real_dkms2_comma_format_three_kernels_installed(tmp_path):
+    [output] = runs("dkms-status-comma-negativo17-56.txt")
+    status = build.parse_dkms_status(output)
+    assert records(status) == [("nvidia", "396.45", kernel, "x86_64", "installed", "") for kernel in FEDORA]
+    assert status["other"] == []
+    assert build.dkms_installed(status, FEDORA[0]) == "nvidia, 396.45, 4.17.11-200.fc28.x86_64, x86_64: installed"
+    # No nvidia.ko in the (synthetic) trees: dkms's word alone counts, for the running and the next-boot kernel.
+    paths = tree(tmp_path, FEDORA)
+    assert findings_for(paths, FEDORA[0], status) == []
+    assert findings_for(paths, FEDORA[2], status) == []
+
+
+def test_real_dkms_error_lines_then_original_module_exists(tmp_path):
+    broken, fixed = [build.parse_dkms_status(text) for text in runs("dkms-status-error-negativo17-56.txt")]
+    assert broken["entries"] == []
+    assert broken["other"] == ["Error! Could not locate dkms.conf file.",
+                               "File: /var/lib/dkms/nvidia/390.48/source/dkms.conf does not exist."]
+    assert records(fixed) == [("nvidia", "396.45", FEDORA[2], "x86_64", "installed", "(original_module exists)")]
+    assert build.dkms_installed(fixed, FEDORA[2]).endswith("x86_64: installed (original_module exists)")
+    paths = tree(tmp_path, FEDORA[1:])
+    assert findings_for(paths, FEDORA[2], fixed) == []
+    # The broken dkms tree: no module for the running kernel, and the evidence carries dkms's own error lines.
+    [finding] = findings_for(paths, FEDORA[2], broken)
+    assert (finding.check, finding.severity, finding.subject) == ("nvidia_module_not_built", "error", "kernel %s (running)" % FEDORA[2])
+    assert finding.evidence == ["dkms status lists no nvidia module", "Error! Could not locate dkms.conf file.",
+                                "File: /var/lib/dkms/nvidia/390.48/source/dkms.conf does not exist.",
+                                "no nvidia.ko* under the module tree of %s" % FEDORA[2]]
+    assert finding.fix.startswith("apt install linux-headers-%s, then dkms autoinstall -k %s" % (FEDORA[2], FEDORA[2]))
+
+
+def test_real_dkms3_slash_format_installed_for_the_running_kernel(tmp_path):
+    [output] = runs("dkms-status-slash-rtl8852bu-7.txt")
+    status = build.parse_dkms_status(output)
+    kernel = "6.5.0-060500rc5-generic"
+    assert records(status) == [("nvidia", "535.86.05", kernel, "x86_64", "installed", ""),
+                               ("rtl8852bu", "1.19.3", kernel, "x86_64", "installed", "")]
+    assert build.dkms_installed(status, kernel) == "nvidia/535.86.05, 6.5.0-060500rc5-generic, x86_64: installed"
+    assert findings_for(tree(tmp_path, [kernel]), kernel, status) == []
+
+
+def test_real_added_only_leaves_the_next_boot_kernel_without_a_module(tmp_path):
+    # As in the issue: the driver worked on 6.3.9 (loaded, synthetic here); after the update to 6.4.1 dkms has only
+    # added the source (no kernel), so the kernel booted next has no nvidia module.
+    [output] = runs("dkms-status-added-ogkm-526.txt")
+    status = build.parse_dkms_status(output)
+    assert records(status) == [("nvidia", "390.157", None, None, "added", ""),
+                               ("vboxhost", "7.0.8_OSE", "6.4.1-zen1-1-zen", "x86_64", "installed", ""),
+                               ("vhba-module", "20211218", "6.4.1-zen1-1-zen", "x86_64", "built", "")]
+    assert status["other"] == ["Result:"]
+    assert build.dkms_installed(status, "6.4.1-zen1-1-zen") is None
+    paths = tree(tmp_path, ["6.3.9-zen1-1-zen", "6.4.1-zen1-1-zen"])
+    [finding] = findings_for(paths, "6.3.9-zen1-1-zen", status, loaded="/sys/module/nvidia")
+    assert (finding.check, finding.severity, finding.subject) == ("nvidia_module_not_built", "error", "kernel 6.4.1-zen1-1-zen (next boot)")
+    assert finding.evidence == ["nvidia/390.157: added", "no nvidia.ko* under the module tree of 6.4.1-zen1-1-zen"]
+    assert "the kernel the node boots next (the newest installed)" in finding.what
+    assert finding.fix.startswith("apt install linux-headers-6.4.1-zen1-1-zen, then dkms autoinstall -k 6.4.1-zen1-1-zen")
+    assert finding.fix.endswith("proxmox-boot-tool kernel pin 6.3.9-zen1-1-zen")
+    # Running the new kernel itself, the same lines are the error for the running kernel.
+    [finding] = findings_for(paths, "6.4.1-zen1-1-zen", status)
+    assert finding.subject == "kernel 6.4.1-zen1-1-zen (running)"
+
+
+def test_real_pve_line_with_the_diff_warning_is_installed_but_not_nvidia(tmp_path):
+    [output] = runs("dkms-status-diff-warning-i915-sriov-274.txt")
+    status = build.parse_dkms_status(output)
+    assert records(status) == [("i915-sriov-dkms", "2025.03.26", "6.11.11-2-pve", "x86_64", "installed",
+                                "(WARNING! Diff between built and installed module!)")]
+    assert build.dkms_installed(status, "6.11.11-2-pve") is None  # installed, but not the nvidia module
+    [finding] = findings_for(tree(tmp_path, ["6.11.11-2-pve"]), "6.11.11-2-pve", status)
+    assert finding.subject == "kernel 6.11.11-2-pve (running)"
+    assert finding.evidence[0] == "dkms status lists no nvidia module"
+    assert finding.fix.startswith("apt install proxmox-headers-6.11.11-2-pve, then dkms autoinstall -k 6.11.11-2-pve")

@@ -1,9 +1,12 @@
 """gpu_preflight: the whole module on a fake node (synthetic sysfs, procfs, dev and module trees; fake nvidia-smi,
 lspci, dkms and journalctl that print files). Where a real output exists the fakes print it: the H200 VM's
-/proc/devices, an ACSCtl line from NCCL issue 523 and an Xid 79 line from NVSentinel issue 155 (see
-module_utils/data/gpu_preflight/README.md); the rest is synthetic in the real formats."""
+/proc/devices, an ACSCtl line from NCCL issue 523, an Xid 79 line from NVSentinel issue 155, the LnkSta/LnkCap
+lines of geerlingguy/raspberry-pi-pcie-devices issue 480 and LACT issue 593 (see
+module_utils/data/gpu_preflight/README.md) and dkms's error lines from negativo17/nvidia-driver issue 56
+(https://github.com/negativo17/nvidia-driver/issues/56); the rest is synthetic in the real formats."""
 from __future__ import annotations
 
+import json
 import os
 import stat
 
@@ -85,6 +88,12 @@ class FakeNode:
     def set_width(self, bdf, width):
         link = self.root / "sys/bus/pci/devices" / bdf
         (link.resolve() / "current_link_width").write_text("%d\n" % width)
+
+    def drop_link_attributes(self, bdf):
+        """The GPU's sysfs directory stays, its link attributes go (as where the kernel does not expose them)."""
+        device = (self.root / "sys/bus/pci/devices" / bdf).resolve()
+        for name in ("current_link_width", "max_link_width", "current_link_speed", "max_link_speed"):
+            (device / name).unlink()
 
     def acs(self, bdf, on):
         self.write("lspci-%s.txt" % bdf, "%s PCI bridge: PLX Technology, Inc. PEX 8747 48-Lane, 5-Port PCI Express Gen 3 (8.0 GT/s) Switch\n"
@@ -293,3 +302,140 @@ def test_a_container_config_not_written_yet_is_skipped_and_an_unreadable_one_is_
     (tmp_path / "302.conf").mkdir()
     result, failed = run_module(gpu_preflight.main, node.args(container_configs=[str(tmp_path / "302.conf")]))
     assert not failed and checks_of(result, "warning") == [("container_config_unreadable", str(tmp_path / "302.conf"))]
+
+
+# --------------------------------------------------------------------------- the link from lspci where sysfs has none
+
+def link_findings(result):
+    return [f for f in result["findings"] if f["check"].startswith("pcie_link")]
+
+
+def test_a_gpu_without_sysfs_link_attributes_is_judged_by_lspci(node):
+    node.drop_link_attributes(GPUS[1])
+    # The real LnkSta of geerlingguy/raspberry-pi-pcie-devices issue 480 (a Quadro RTX 8000 at x1), as lspci prints
+    # it for the GPU; nvidia-smi still says x16 of x16, which the module no longer uses for this GPU.
+    node.write("lspci-%s.txt" % GPUS[1], public("lspci-lnksta-downgraded-geerlingguy-480.txt"))
+    result, failed = run_module(gpu_preflight.main, node.args())
+    assert not failed
+    [width] = link_findings(result)
+    assert (width["check"], width["severity"], width["subject"]) == ("pcie_link_width", "warning", "GPU1 0000:04:00.0")
+    assert width["what"] == "lspci marks the PCIe link width x1 as downgraded"
+    assert width["evidence"] == ["lspci -vvv -s 0000:04:00.0: LnkSta:\tSpeed 5GT/s (downgraded), Width x1 (downgraded)"]
+    assert result["gpus"][1]["lspci_link"] == {"current_speed": 5.0, "max_speed": None, "current_width": 1, "max_width": None}
+    assert result["gpus"][1]["sysfs_link"]["current_width"] is None and "lspci_link" not in result["gpus"][0]
+    # The same when sysfs has no entry for the GPU at all.
+    os.unlink(node.root / "sys/bus/pci/devices" / GPUS[1])
+    result, failed = run_module(gpu_preflight.main, node.args())
+    assert not failed and [(f["check"], f["severity"], f["subject"], f["evidence"]) for f in link_findings(result)] == [
+        ("pcie_link_width", "warning", "GPU1 0000:04:00.0", width["evidence"])]
+
+
+def test_lspci_gives_the_same_finding_as_sysfs_for_the_same_link(node):
+    node.set_width(GPUS[1], 4)
+    by_sysfs, _failed = run_module(gpu_preflight.main, node.args())
+    node.set_width(GPUS[1], 16)
+    node.drop_link_attributes(GPUS[1])
+    # Synthetic, in lspci -vvv's layout: the same x4 of x16 link as the sysfs attributes above.
+    node.write("lspci-%s.txt" % GPUS[1], "04:00.0 3D controller: NVIDIA Corporation GH100 [H100 PCIe] (rev a1)\n"
+               "\t\tLnkCap:\tPort #0, Speed 32GT/s, Width x16, ASPM not supported\n"
+               "\t\tLnkSta:\tSpeed 32GT/s, Width x4 (downgraded)\n")
+    by_lspci, failed = run_module(gpu_preflight.main, node.args())
+    assert failed
+    [sysfs_width], [lspci_width] = link_findings(by_sysfs), link_findings(by_lspci)
+    assert [(f["check"], f["severity"], f["subject"]) for f in (sysfs_width, lspci_width)] == [("pcie_link_width", "error", "GPU1 0000:04:00.0")] * 2
+    assert lspci_width["what"] == sysfs_width["what"].replace("(sysfs)", "(lspci)") == "the PCIe link runs at x4, but both ends can do x16 (lspci)"
+    assert lspci_width["evidence"] == ["lspci -vvv -s 0000:04:00.0: LnkCap:\tPort #0, Speed 32GT/s, Width x16, ASPM not supported",
+                                       "lspci -vvv -s 0000:04:00.0: LnkSta:\tSpeed 32GT/s, Width x4 (downgraded)"]
+    assert lspci_width["consequence"] == sysfs_width["consequence"] and lspci_width["fix"] == sysfs_width["fix"]
+
+
+def test_a_healthy_real_lspci_link_gives_no_finding(node):
+    node.drop_link_attributes(GPUS[1])
+    # The real full-width LnkCap/LnkSta of LACT issue 593 (an AMD GPU: the format is lspci's), with its command line.
+    node.write("lspci-%s.txt" % GPUS[1], public("lspci-lnkcap-lnksta-lact-593.txt"))
+    result, failed = run_module(gpu_preflight.main, node.args())
+    assert not failed and checks_of(result) == [("p2p_path", "server tp2")]
+    assert result["gpus"][1]["lspci_link"] == {"current_speed": 32.0, "max_speed": 32.0, "current_width": 16, "max_width": 16}
+
+
+def test_without_sysfs_link_attributes_or_lspci_nvidia_smi_judges_and_says_so(node):
+    node.drop_link_attributes(GPUS[1])
+    os.unlink(node.bin / "lspci")
+    result, failed = run_module(gpu_preflight.main, node.args())
+    assert not failed and checks_of(result) == [("p2p_path", "server tp2"), ("program_missing", str(node.bin / "lspci"))]
+    [missing] = [f for f in result["findings"] if f["check"] == "program_missing"]
+    assert missing["severity"] == "warning" and missing["fix"] == "install it (Debian: apt install pciutils)"
+    # One finding for both checks that needed lspci: the link (first) and ACS.
+    assert missing["consequence"] == ("the PCIe link of a GPU without sysfs link attributes is judged from nvidia-smi alone; "
+                                      "ACS redirect on the PCIe path between GPUs is not checked")
+    assert "lspci_link" not in result["gpus"][1] and result["skipped_checks"] == []
+    # nvidia-smi without the width either: nothing judges the link, and the result says so.
+    node.write("query.txt", "".join("%d, %s, 00000000:%s, NVIDIA H100 PCIe, Enabled, 5, 5, %s, Enabled, [N/A], No, No\n" % (
+        index, UUIDS[index], GPUS[index][5:].upper(), "16, 16" if index == 0 else "[N/A], [N/A]") for index in range(2)))
+    result, failed = run_module(gpu_preflight.main, node.args())
+    assert not failed and link_findings(result) == []
+    assert result["skipped_checks"] == [{"check": "pcie_link_width",
+                                         "reason": "GPU1 0000:04:00.0: neither sysfs, lspci nor nvidia-smi gives its link width"}]
+
+
+def test_dkms_error_lines_on_stderr_are_the_evidence(node, tmp_path):
+    os.unlink(tmp_path / "lib/modules" / RUNNING / "updates/dkms/nvidia.ko")
+    # dkms's real error lines (negativo17/nvidia-driver issue 56) on stderr; the exit status 1 is synthetic.
+    node.write("dkms-err.txt", "".join(line + "\n" for line in public("dkms-status-error-negativo17-56.txt").splitlines()[1:3]))
+    script(node.bin / "dkms", '/bin/cat "%s/dkms-err.txt" >&2\nexit 1\n' % node.out)
+    result, failed = run_module(gpu_preflight.main, node.args())
+    assert failed and checks_of(result, "error") == [("nvidia_module_not_built", "kernel %s (running)" % RUNNING)]
+    assert result["findings"][0]["evidence"] == [
+        "dkms status lists no nvidia module", "Error! Could not locate dkms.conf file.",
+        "File: /var/lib/dkms/nvidia/390.48/source/dkms.conf does not exist.", "no nvidia.ko* under the module tree of %s" % RUNNING]
+
+
+BOOT_ID = "0f5c3c8e-5a57-4c8b-9d1e-2f3a4b5c6d7e"
+
+
+def boot_files(node, tmp_path):
+    """This boot's ID and the start of PID 1 (btime 2025-12-04T16:00:00Z plus 500 ticks)."""
+    boot_id = tmp_path / "boot_id"
+    boot_id.write_text(BOOT_ID + "\n")
+    (node.root / "proc" / "stat").write_text("cpu  1 2 3 4\nbtime 1764864000\nprocesses 10\n")
+    (node.root / "proc" / "1").mkdir()
+    (node.root / "proc" / "1" / "stat").write_text("1 (systemd) S 0 1 1 0 -1 4194560 100 200 0 0 10 20 0 0 20 0 1 0 500 "
+                                                   "1000 100 18446744073709551615 1 1 0 0 0 0 671173123 4096 1260 0 0 0 17 "
+                                                   "0 0 0 0 0 0 0 0 0 0 0 0 0 0\n")
+    return str(boot_id)
+
+
+def test_the_boot_facts_and_the_boot_checks_report(node, tmp_path):
+    boot_id = boot_files(node, tmp_path)
+    report = tmp_path / "gpu-boot-check.json"
+    args = node.args(boot_id_file=boot_id, boot_check_report=str(report))
+    # No report in this boot: the unit did not run (a warning, not an error).
+    result, failed = run_module(gpu_preflight.main, args)
+    assert not failed
+    assert result["boot"] == {"boot_id": BOOT_ID, "init_started": "2025-12-04T16:00:05Z"}
+    (finding,) = [f for f in result["findings"] if f["check"] == "boot_check"]
+    assert (finding["severity"], finding["subject"], finding["what"]) == ("warning", str(report), "no boot check report for this boot")
+    # This boot's clean report: nothing to say.
+    report.write_text(json.dumps({"boot_id": BOOT_ID, "checked_at": "2025-12-04T16:00:03Z", "problems": []}))
+    result, _failed = run_module(gpu_preflight.main, args)
+    assert "boot_check" not in [f["check"] for f in result["findings"]]
+    # Another boot's: the check did not run in this one.
+    report.write_text(json.dumps({"boot_id": "another", "checked_at": "2025-12-01T09:00:00Z", "problems": []}))
+    result, _failed = run_module(gpu_preflight.main, args)
+    (finding,) = [f for f in result["findings"] if f["check"] == "boot_check"]
+    assert finding["what"] == "the boot check report is from another boot (this boot: %s)" % BOOT_ID
+    # A FIFO where the report should be is not opened (it would hang the run): as if there were none.
+    report.unlink()
+    os.mkfifo(report)
+    result, _failed = run_module(gpu_preflight.main, args)
+    assert [f["what"] for f in result["findings"] if f["check"] == "boot_check"] == ["no boot check report for this boot"]
+    # A container does not read the node's report, but says when its PID 1 started.
+    result, _failed = run_module(gpu_preflight.main, node.args(scope="container", boot_id_file=boot_id, boot_check_report=str(report)))
+    assert "boot_check" not in [f["check"] for f in result["findings"]]
+    assert result["boot"]["init_started"] == "2025-12-04T16:00:05Z"
+
+
+def test_without_a_boot_id_or_pid_1_the_boot_facts_are_null_not_a_failure(node, tmp_path):
+    result, failed = run_module(gpu_preflight.main, node.args(boot_id_file=str(tmp_path / "none")))
+    assert not failed and result["boot"] == {"boot_id": None, "init_started": None}
+    assert "boot_check" not in [f["check"] for f in result["findings"]]
