@@ -138,6 +138,11 @@ class Node:
             "pve_gpu_host_udevadm": str(self.root / "usr/bin/udevadm"),
             "pve_gpu_host_modules_load_path": str(self.root / "etc/modules-load.d/nvidia-uvm.conf"),
             "pve_gpu_host_systemd_unit_dirs": [str(self.root / "etc/systemd/system")],
+            "pve_gpu_host_systemctl": str(self.root / "usr/bin/systemctl"),
+            "pve_gpu_host_boot_check_dir": str(self.root / "usr/local/lib/llmops-serving/gpu-boot-check"),
+            "pve_gpu_host_boot_check_unit_dir": str(self.root / "etc/systemd/system"),
+            "pve_gpu_host_boot_check_report": str(self.root / "run/llmops-serving/gpu-boot-check.json"),
+            "pve_gpu_host_boot_id_path": str(self.kit / "proc/sys/kernel/random/boot_id"),
             "pve_gpu_host_device_patterns": [str(dev / "nvidia[0-9]*"), str(dev / "nvidiactl"), str(dev / "nvidia-modeset"),
                                              str(dev / "nvidia-uvm"), str(dev / "nvidia-uvm-tools"),
                                              str(dev / "nvidia-caps/nvidia-cap[0-9]*")],
@@ -155,6 +160,7 @@ class Node:
             "pve_gpu_host_preflight_boot_pin_file": str(self.root / "etc/kernel/proxmox-boot-pin"),
             "pve_gpu_host_preflight_running_kernel": (self.kit / "proc/sys/kernel/osrelease").read_text().strip(),
             "pve_gpu_host_preflight_gpu_groups": [{"name": "gpu-server", "gpus": ["0", "1"]}],
+            "pve_gpu_host_preflight_container_config_dir": str(self.state / "etc/pve/lxc"),
             "pve_container_api_host": "127.0.0.1",
             "pve_container_api_port": self.sim.port,
             "pve_container_api_password": self.sim.root_password(),
@@ -538,3 +544,66 @@ def test_a_template_the_storage_does_not_hold_fails_before_the_create(node):
     assert messages[0].endswith("See docs/proxmox-host.md#the-container-template (llmops.serving).")
     assert not node.conf_path(PREREQ_VMID).exists() and node.task_count(PREREQ_VMID, "vzcreate") == 0
     assert run.stats["pve"]["changed"] == 0
+
+
+BOOT_CHECK_UNIT = "llmops-gpu-boot-check.service"
+
+
+def boot_check_argv(node):
+    """The installed unit's ExecStart, as systemd would run it at boot (the words here need no systemd unquoting: the
+    test's paths hold no quotes, spaces, % or $)."""
+    unit = (node.root / "etc/systemd/system" / BOOT_CHECK_UNIT).read_text()
+    line = [line for line in unit.splitlines() if line.startswith("ExecStart=")]
+    assert len(line) == 1, unit
+    return line[0][len("ExecStart="):].split()
+
+
+def test_after_a_reboot_into_a_new_uvm_major_the_boot_check_makes_the_nodes_and_names_the_raw_container(node):
+    # Installed and enabled by the runs above (what systemctl enable does), ordered before the guests start.
+    units = node.root / "etc/systemd/system"
+    assert os.readlink(units / "multi-user.target.wants" / BOOT_CHECK_UNIT) == str(units / BOOT_CHECK_UNIT)
+    unit_text = (units / BOOT_CHECK_UNIT).read_text()
+    assert "Before=pve-guests.service" in unit_text and "After=systemd-modules-load.service" in unit_text
+    report_path = node.root / "run/llmops-serving/gpu-boot-check.json"
+    boot_id = (node.kit / "proc/sys/kernel/random/boot_id").read_text().strip()
+    assert json.loads(report_path.read_text())["boot_id"] == boot_id, "the role ran it in this boot"
+    assert sim_cli("gpu-fault", "--root", node.kit, "clear").returncode == 0
+
+    # The node reboots into a driver update: the guests are down, nvidia-uvm registers 510 when it loads, no uvm node.
+    api = node.api.nodes("pve").lxc
+    for vmid in (RAW_VMID, DEV_VMID):
+        node.wait_task(api(vmid).status.stop.post())
+    faults = sim_cli("gpu-fault", "--root", node.kit, "add", "rebooted", "uvm-major=510")
+    assert faults.returncode == 0, faults.stderr
+    assert not (node.dev / "nvidia-uvm").exists()
+    calls_before = (node.root / "nvidia-modprobe.log").read_text().count("\n")
+
+    # systemd runs the boot check before pve-guests.
+    check = subprocess.run(boot_check_argv(node), capture_output=True, text=True, timeout=120, check=False)
+    assert check.returncode == 1, check.stdout + check.stderr
+    report = json.loads(report_path.read_text())
+    assert report["boot_id"] != boot_id and report["uvm_major"] == 510
+    assert report["created"] == [str(node.dev / "nvidia-uvm"), str(node.dev / "nvidia-uvm-tools")]
+    assert (node.root / "nvidia-modprobe.log").read_text().count("\n") == calls_before + 1
+    access = dict((entry["vmid"], entry["access"]) for entry in report["containers"])
+    assert access[RAW_VMID] == "none" and access[DEV_VMID] == "dev", report["containers"]
+    assert "container %d: %s passes NVIDIA devices but allows no character devices of major 510" % (
+        RAW_VMID, node.conf_path(RAW_VMID)) in check.stderr
+    assert "container %d" % DEV_VMID not in check.stderr
+
+    # pve-guests starts them anyway: the dev-style container has its GPUs, the raw one is refused the uvm node - as the
+    # boot check said.
+    for vmid in (RAW_VMID, DEV_VMID):
+        node.wait_task(api(vmid).status.start.post())
+    assert node.open_inside(DEV_VMID) == ALL_ENXIO
+    seen = node.open_inside(RAW_VMID)
+    assert seen["nvidia-uvm"] == "EPERM" and seen["nvidia0"] == "ENXIO"
+
+    # The next deploy rewrites the raw line; the boot check then finds nothing.
+    run = node.run_playbook(container_vars(RAW_VMID, "raw", "file"))
+    assert run.rc == 0, run.summary()
+    assert "c 510:* rwm" in node.conf(RAW_VMID)
+    assert node.open_inside(RAW_VMID) == ALL_ENXIO
+    check = subprocess.run(boot_check_argv(node), capture_output=True, text=True, timeout=120, check=False)
+    assert check.returncode == 0 and check.stderr == "", check.stderr
+    assert json.loads(report_path.read_text())["problems"] == []

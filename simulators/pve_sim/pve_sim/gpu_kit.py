@@ -27,6 +27,7 @@ import shutil
 import stat
 import sys
 import time
+import uuid
 
 from pve_sim import gpu_host
 
@@ -118,10 +119,11 @@ def read_record(root):
 
 def create_kit(root, uvm_major, gpus=2, driver_version="580.95.05", dev_dir=None, cuda_version="13.0", gpu_name=DEFAULT_GPU_NAME,
                memory_mib=DEFAULT_MEMORY_MIB, topology=gpu_host.DEFAULT_TOPOLOGY, iommu=gpu_host.DEFAULT_IOMMU,
-               kernel=gpu_host.DEFAULT_KERNEL, faults=()):
+               kernel=gpu_host.DEFAULT_KERNEL, faults=(), boot_id=None):
     """Create the kit under ``root`` (dev nodes in ``dev_dir``, default ROOT/dev); returns a description of what exists.
     ``topology``, ``iommu``, ``kernel``: the node's hardware and kernel (gpu_host); ``faults``: gpu_host fault switches
-    ("NAME" or "NAME=VALUE" strings, or {"name", "value"} as kit.json keeps them)."""
+    ("NAME" or "NAME=VALUE" strings, or {"name", "value"} as kit.json keeps them); ``boot_id``: the node's boot ID
+    (ROOT/proc/sys/kernel/random/boot_id), default the kit's own so far or a new one."""
     if topology not in gpu_host.TOPOLOGIES:
         raise ValueError("topology must be one of %s, not %r" % (", ".join(gpu_host.TOPOLOGIES), topology))
     if iommu not in gpu_host.IOMMU_MODES:
@@ -134,6 +136,17 @@ def create_kit(root, uvm_major, gpus=2, driver_version="580.95.05", dev_dir=None
                    "cuda_version": cuda_version, "gpu_name": gpu_name, "memory_mib": memory_mib, "topology": topology,
                    "iommu": iommu, "kernel": kernel}
     host = gpu_host.write_host(root, described, description, faults, uvm_major, driver_version)
+    # The kernel gives every boot a new random ID; the kit keeps its node's until a simulated reboot.
+    previous_record = read_record(root)
+    boot_id = boot_id or previous_record.get("boot_id") or str(uuid.uuid4())
+    # The version file's date is when the module was built: the same after a reboot, new with another driver version.
+    module_built = previous_record.get("module_built")
+    if not module_built or (previous_record.get("description") or {}).get("driver_version") != driver_version:
+        module_built = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
+    random_dir = os.path.join(root, "proc", "sys", "kernel", "random")
+    os.makedirs(random_dir, exist_ok=True)
+    with open(os.path.join(random_dir, "boot_id"), "w", encoding="utf-8") as handle:
+        handle.write(boot_id + "\n")
     for gpu in described:
         gpu["health"] = gpu_host.gpu_health(gpu["index"], gpu, host["links"], host["found"])
     nodes = [("nvidia%d" % gpu["minor"], NVIDIA_MAJOR, gpu["minor"]) for gpu in described]
@@ -160,7 +173,7 @@ def create_kit(root, uvm_major, gpus=2, driver_version="580.95.05", dev_dir=None
     os.makedirs(proc_dir, exist_ok=True)
     version_file = os.path.join(proc_dir, "version")
     with open(version_file, "w", encoding="utf-8") as handle:
-        handle.write(VERSION_TEMPLATE.format(version=driver_version, date=time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())))
+        handle.write(VERSION_TEMPLATE.format(version=driver_version, date=module_built))
     ledger_dir = os.path.join(root, "gpu-memory")
     standin = load_driver_standin()
     standin.write_driver_state(proc_dir, ledger_dir, described, driver_version,
@@ -186,34 +199,37 @@ def create_kit(root, uvm_major, gpus=2, driver_version="580.95.05", dev_dir=None
     made = set(node["path"] for node in created)
     created += [node for node in previous if node["path"] not in made and os.path.lexists(node["path"])]
     with open(os.path.join(root, KIT_RECORD), "w", encoding="utf-8") as handle:
-        json.dump({"nodes": created, "description": description, "faults": faults}, handle, indent=1, sort_keys=True)
+        json.dump({"nodes": created, "description": description, "faults": faults, "boot_id": boot_id,
+                   "module_built": module_built}, handle, indent=1, sort_keys=True)
     return dict(host["paths"], root=root, dev_dir=dev_dir, nodes=created, gpus=described, proc_version=version_file,
                 proc_dir=proc_dir, ledger_dir=ledger_dir, nvidia_smi=smi, proc_devices=os.path.join(root, "proc", "devices"),
                 driver_version=driver_version, uvm_major=host["uvm_major"], topology=topology, iommu=iommu,
-                faults=faults)
+                faults=faults, boot_id=boot_id, boot_id_file=os.path.join(root, "proc", "sys", "kernel", "random", "boot_id"))
 
 
-def set_faults(root, faults):
+def set_faults(root, faults, boot_id=None):
     """Re-create the kit at ``root`` from its kit.json with ``faults`` (parsed dicts) instead of its own."""
     record = read_record(root)
     description = record.get("description")
     if not description:
         raise ValueError("no GPU kit at %s (no %s with a description)" % (root, KIT_RECORD))
-    return create_kit(root, faults=faults, **description)
+    return create_kit(root, faults=faults, boot_id=boot_id, **description)
 
 
 def add_faults(root, names):
     """Add the fault switches ``names`` ("NAME" or "NAME=VALUE") to the kit at ``root``; one of a name replaces the
-    one before it (xid adds another line); returns the kit."""
+    one before it (xid adds another line); ``rebooted`` also gives the node a new boot ID; returns the kit."""
     record = read_record(root)
     gpus = (record.get("description") or {}).get("gpus", 0)
     faults = list(record.get("faults") or [])
+    rebooted = False
     for name in names:
         fault = gpu_host.parse_fault(name, gpus)
         if fault["name"] != "xid":
             faults = [item for item in faults if item["name"] != fault["name"]]
         faults.append(fault)
-    return set_faults(root, faults)
+        rebooted = rebooted or fault["name"] == "rebooted"
+    return set_faults(root, faults, boot_id=str(uuid.uuid4()) if rebooted else None)
 
 
 def clear_faults(root, names=()):
@@ -257,10 +273,21 @@ UDEVADM = """#!/usr/bin/env bash
 echo "$*" >> %(log)s
 """
 
+SYSTEMCTL = """#!/usr/bin/env bash
+# pve-sim stand-in for the node's systemctl: logs its arguments. The sandbox node runs no systemd, so only daemon-reload
+# (nothing to reload) answers; anything else is refused as systemctl refuses it on a machine not booted with systemd.
+echo "$*" >> %(log)s
+if [ "$*" = daemon-reload ]; then exit 0; fi
+echo "System has not been booted with systemd as init system (PID 1). Can't operate." >&2
+echo "Failed to connect to bus: Host is down" >&2
+exit 1
+"""
+
 
 def write_node_programs(node_root, kit_root, uvm_major, gpus, driver_version, dev_dir, real_dev):
     """Stand-ins for the node's programs the GPU roles call, under ``node_root``: usr/bin/nvidia-modprobe (recreates the
-    kit's nodes, logging to nvidia-modprobe.log) and usr/bin/udevadm (logs to udevadm.log); ``node_root``/uvm-major
+    kit's nodes, logging to nvidia-modprobe.log), usr/bin/udevadm (logs to udevadm.log) and usr/bin/systemctl (logs to
+    systemctl.log, answers daemon-reload only); ``node_root``/uvm-major
     holds the uvm major nvidia-modprobe uses. Returns the paths written."""
     bin_dir = os.path.join(node_root, "usr", "bin")
     os.makedirs(bin_dir, exist_ok=True)
@@ -274,6 +301,7 @@ def write_node_programs(node_root, kit_root, uvm_major, gpus, driver_version, de
     programs = {
         os.path.join(bin_dir, "nvidia-modprobe"): NVIDIA_MODPROBE % dict(quoted, gpus=gpus, real_dev=" --real-dev" if real_dev else ""),
         os.path.join(bin_dir, "udevadm"): UDEVADM % {"log": shlex.quote(os.path.join(node_root, "udevadm.log"))},
+        os.path.join(bin_dir, "systemctl"): SYSTEMCTL % {"log": shlex.quote(os.path.join(node_root, "systemctl.log"))},
     }
     for path, text in programs.items():
         with open(path, "w", encoding="utf-8") as handle:

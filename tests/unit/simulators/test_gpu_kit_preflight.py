@@ -216,6 +216,41 @@ def test_rebooted_uvm_nodes_gone_and_modprobe_brings_them_back(tmp_path):
     assert uvm_state(kit) == (["238"], 238) and [fault["name"] for fault in record["faults"]] == ["xid"]
 
 
+def test_a_reboot_gives_the_node_a_new_boot_id_and_nothing_else_does(tmp_path):
+    kit = make(tmp_path)
+    boot_file = pathlib.Path(kit["boot_id_file"])
+    first = boot_file.read_text().strip()
+    assert len(first) == 36 and first == kit["boot_id"]
+    kit = gpu_kit.add_faults(kit["root"], ["ecc-off"])
+    assert boot_file.read_text().strip() == first
+    # nvidia-modprobe repairs the uvm nodes in the same boot.
+    assert cli.main(["gpu-kit", "--root", kit["root"], "--uvm-major", str(UVM), "--modprobe"]) == 0
+    assert boot_file.read_text().strip() == first
+    version = pathlib.Path(kit["proc_version"]).read_text()
+    kit = gpu_kit.add_faults(kit["root"], ["rebooted"])
+    second = boot_file.read_text().strip()
+    assert second != first and gpu_kit.read_record(kit["root"])["boot_id"] == second
+    # The module's version file (its build date included) is the same after the reboot, as on a real node; another
+    # driver version is another build.
+    assert pathlib.Path(kit["proc_version"]).read_text() == version
+    record = gpu_kit.read_record(kit["root"])
+    other = gpu_kit.create_kit(kit["root"], **dict(record["description"], driver_version="580.105.08"))
+    assert "580.105.08" in pathlib.Path(other["proc_version"]).read_text()
+
+
+def test_the_nodes_systemctl_answers_daemon_reload_and_refuses_the_rest(tmp_path):
+    root = tmp_path / "node-root"
+    kit = make(tmp_path)
+    gpu_kit.write_node_programs(str(root), kit["root"], UVM, 2, "580.95.05", kit["dev_dir"], False)
+    systemctl = str(root / "usr" / "bin" / "systemctl")
+    assert subprocess.run([systemctl, "daemon-reload"], capture_output=True, timeout=30, check=False).returncode == 0
+    refused = subprocess.run([systemctl, "start", "llmops-gpu-boot-check.service"], capture_output=True, text=True,
+                             timeout=30, check=False)
+    assert refused.returncode == 1
+    assert "System has not been booted with systemd as init system (PID 1). Can't operate." in refused.stderr
+    assert (root / "systemctl.log").read_text() == "daemon-reload\nstart llmops-gpu-boot-check.service\n"
+
+
 def test_uvm_major_changed_and_nodes_missing(tmp_path):
     kit = make(tmp_path, "uvm-major=511")
     assert uvm_state(kit) == (["511"], 511)

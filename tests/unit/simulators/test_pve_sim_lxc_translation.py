@@ -165,7 +165,7 @@ def test_node_stand_ins_recreate_the_kit_with_the_current_uvm_major_and_log_thei
     kit = create_kit(str(tmp_path / "kit"), uvm_major=508, gpus=2)
     root = tmp_path / "root"
     written = write_node_programs(str(root), kit["root"], 508, 2, "580.95.05", kit["dev_dir"], real_dev=False)
-    assert written["programs"] == [str(root / "usr/bin/nvidia-modprobe"), str(root / "usr/bin/udevadm")]
+    assert written["programs"] == [str(root / "usr/bin/nvidia-modprobe"), str(root / "usr/bin/systemctl"), str(root / "usr/bin/udevadm")]
     # A driver update on the node: the uvm nodes are gone and the driver now has another major.
     for name in ("nvidia-uvm", "nvidia-uvm-tools"):
         os.unlink(os.path.join(kit["dev_dir"], name))
