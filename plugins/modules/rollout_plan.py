@@ -73,8 +73,16 @@ options:
     description:
       - For O(mode=check), read the instance's unit state (C(systemctl is-active)). Anything but C(active) is a reason
         for a cutover (the converge starts the unit; a verification alone would only report it down).
+      - A unit on its way somewhere (C(activating), C(deactivating), C(reloading)), or not started yet while the
+        container is still booting (C(systemctl is-system-running) says C(initializing) or C(starting)), is waited for,
+        at most O(unit_settle_timeout), since a container that the same run has just (re)started is not a reason to cut
+        over.
     type: bool
     default: false
+  unit_settle_timeout:
+    description: Seconds O(check_unit) waits for the unit and the container's boot to settle.
+    type: float
+    default: 120
 extends_documentation_fragment:
   - llmops.serving.attributes
 attributes:
@@ -142,6 +150,7 @@ path:
 
 import datetime
 import errno
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -183,6 +192,28 @@ def unit_state(module, unit):
     return (stdout or stderr).strip().splitlines()[0] if (stdout or stderr).strip() else "unknown"
 
 
+# Unit states on their way to another one; and the system states of a boot still in progress.
+SETTLING_UNIT_STATES = ("activating", "deactivating", "reloading")
+BOOTING_SYSTEM_STATES = ("initializing", "starting")
+SETTLE_POLL_SECONDS = 0.5
+
+
+def settled_unit_state(module, unit, timeout, clock=time.monotonic, sleep=time.sleep):
+    """(state, seconds waited): the unit's state once it is not on its way somewhere, nor still to be started by a boot
+    in progress; the state it has at ``timeout`` otherwise."""
+    start = clock()
+    while True:
+        state = unit_state(module, unit)
+        settling = state in SETTLING_UNIT_STATES
+        if not settling and state == "inactive":
+            _rc, stdout, _stderr = module.run_command(["systemctl", "is-system-running"], environ_update={"LC_ALL": "C"})
+            settling = (stdout or "").strip() in BOOTING_SYSTEM_STATES
+        waited = clock() - start
+        if not settling or waited >= timeout:
+            return state, waited
+        sleep(min(SETTLE_POLL_SECONDS, max(timeout - waited, 0.0)))
+
+
 def current_deployment(paths):
     """(deployment ID or None, reason or None) from deployment.json, never setting a damaged record aside."""
     try:
@@ -206,6 +237,7 @@ def main():
                 first_line=dict(type="bool", default=False),
             )),
             check_unit=dict(type="bool", default=False),
+            unit_settle_timeout=dict(type="float", default=120.0),
         ),
         required_if=[("mode", "record", ["deployment_id"])],
         supports_check_mode=True,
@@ -237,9 +269,10 @@ def main():
         reasons = [problem for problem in (record_problem, current_problem) if problem] or verdict["reasons"]
         if params["check_unit"]:
             unit = deployment_layout.unit_name(params["instance"])
-            state_now = unit_state(module, unit)
+            state_now, waited = settled_unit_state(module, unit, params["unit_settle_timeout"])
             if state_now != "active":
-                reasons = reasons + ["the unit %s is %s, not active" % (unit, state_now)]
+                reasons = reasons + ["the unit %s is %s, not active%s" % (
+                    unit, state_now, " (after waiting %.0f s for it to settle)" % waited if waited >= 1 else "")]
         module.exit_json(cutover=bool(reasons) or verdict["cutover"], reasons=reasons,
                          changed_components=verdict["changed"], **result)
 

@@ -113,11 +113,17 @@ def test_inputs_that_are_not_digests_or_names_are_refused(deployed):
     assert failed and "not a valid instance name" in result["msg"]
 
 
-def answer_is_active(printed):
-    """A run_command stand-in that answers `systemctl is-active` with ``printed`` (and refuses anything else)."""
+def answer_is_active(printed, system="running\n"):
+    """A run_command stand-in that answers `systemctl is-active` with ``printed`` (a string, or a list answered in turn,
+    the last one from then on) and `systemctl is-system-running` with ``system`` (and refuses anything else)."""
+    answers = list(printed) if isinstance(printed, list) else [printed]
+
     def run_command(_module, args, **_kwargs):
+        if args == ["systemctl", "is-system-running"]:
+            return (0 if system.strip() == "running" else 1), system, ""
         assert args[:2] == ["systemctl", "is-active"] and args[-1] == "sglang-qwen36.service", args
-        return (0 if printed.strip() == "active" else 3), printed, ""
+        answer = answers.pop(0) if len(answers) > 1 else answers[0]
+        return (0 if answer.strip() == "active" else 3), answer, ""
     return mock.patch.object(AnsibleModule, "run_command", autospec=True, side_effect=run_command)
 
 
@@ -131,6 +137,25 @@ def test_a_unit_that_is_not_active_goes_through_the_cutover(deployed):
             result, failed = run_module(rollout_plan.main, dict(args, check_unit=True))
         assert not failed and result["cutover"]
         assert result["reasons"] == ["the unit sglang-qwen36.service is %s, not active" % shown]
+
+
+def test_a_unit_still_starting_after_a_container_restart_is_waited_for_not_cut_over(deployed):
+    # The run (re)started the container just before its plan: the unit is still queued by the boot, then activating
+    # (its ExecStartPre), then active. That is the recorded deployment coming back, not a reason to cut over.
+    args, deployment_id = deployed
+    run_module(rollout_plan.main, dict(args, mode="record", deployment_id=deployment_id))
+    with answer_is_active(["inactive\n", "activating\n", "activating\n", "active\n"], system="starting\n"):
+        result, failed = run_module(rollout_plan.main, dict(args, check_unit=True))
+    assert not failed and not result["cutover"] and result["reasons"] == [], result
+    # A unit that stays activating is waited for only so long, and said so.
+    with answer_is_active("activating\n"):
+        result, failed = run_module(rollout_plan.main, dict(args, check_unit=True, unit_settle_timeout=1.2))
+    assert result["cutover"]
+    assert result["reasons"][0].startswith("the unit sglang-qwen36.service is activating, not active (after waiting "), result
+    # Inactive on a container whose boot is over is not waited for: the unit is down.
+    with answer_is_active("inactive\n", system="degraded\n"):
+        result, failed = run_module(rollout_plan.main, dict(args, check_unit=True))
+    assert result["reasons"] == ["the unit sglang-qwen36.service is inactive, not active"]
 
 
 def test_state_files_are_read_by_the_module_and_digested_as_components(deployed, tmp_path):
