@@ -51,6 +51,11 @@ OVERLAY = {
     "pve_gpu_host_systemd_unit_dirs": PATH,
     "pve_gpu_host_udev_rule_path": PATH,
     "pve_gpu_host_udevadm": PATH,
+    "pve_gpu_host_systemctl": PATH,
+    "pve_gpu_host_boot_check_dir": PATH,              # the boot check in the stand-in root, reading the kit's boot ID
+    "pve_gpu_host_boot_check_unit_dir": PATH,
+    "pve_gpu_host_boot_check_report": PATH,
+    "pve_gpu_host_boot_id_path": PATH,
     "pve_gpu_host_preflight_lspci": PATH,             # the GPU kit's node: lspci, dkms, dmesg, sysfs, kernels
     "pve_gpu_host_preflight_dkms": PATH,
     "pve_gpu_host_preflight_kernel_log_command": PATH,
@@ -62,6 +67,7 @@ OVERLAY = {
     "pve_gpu_host_preflight_running_kernel": SIMULATOR,  # the kit's kernel, not this machine's
     "pve_gpu_host_preflight_container_config_dir": PATH,  # pve-sim's /etc/pve/lxc
     "nvidia_userspace_preflight_proc_devices": PATH,  # where a sandbox container sees the kit's /proc/devices
+    "sglang_verify_boot_id_file": PATH,               # ... and the kit's boot ID
     "sandbox_dir": PATH,
     "sandbox_gpu_kit": PATH,
     "sandbox_pve_state": PATH,
