@@ -40,7 +40,7 @@ import urllib.request
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import nvidia_gpus
-from ansible_collections.llmops.serving.tests.integration.pve_sim_support import REPO, PveSim, sim_command, wait_task
+from ansible_collections.llmops.serving.tests.integration.pve_sim_support import REPO, PveSim, sim_cli, sim_command, wait_task
 from ansible_collections.llmops.serving.tests.support.ansible_run import ansible_module, ansible_playbook, inventory_args, program, run_env
 from ansible_collections.llmops.serving.tests.support.promtool import check_metrics
 from ansible_collections.llmops.serving.tests.support.sandbox_inventory import INVENTORY, OVERLAY, SANDBOX, ansible_environment
@@ -480,6 +480,53 @@ def test_verify_playbook_passes_on_what_runs(sandbox):
     assert run.changed_tasks() == []
     for host in HOSTS:
         assert summary(host)["status"] == "passed"
+        assert summary(host)["since_last_verification"]["message"] == "No reboot or restart since the last verification."
+
+
+def boot_check():
+    """What systemd runs before pve-guests at the node's boot: the installed unit's ExecStart (the sandbox's paths need
+    no systemd unquoting). The sandbox node is this machine, whose PID 1 is not systemd."""
+    unit = (SANDBOX / "node-root/etc/systemd/system/llmops-gpu-boot-check.service").read_text()
+    (line,) = [line for line in unit.splitlines() if line.startswith("ExecStart=")]
+    return subprocess.run(line[len("ExecStart="):].split(), capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_after_a_node_reboot_the_verification_says_whether_the_containers_came_back_with_their_gpus(sandbox):
+    # The node reboots: the guests stop, the uvm nodes are gone until something loads nvidia-uvm, a new boot ID.
+    for host in HOSTS:
+        container_status(host, "stop")
+    faults = sim_cli("gpu-fault", "--root", SANDBOX / "gpu-kit", "add", "rebooted")
+    assert faults.returncode == 0, faults.stderr
+    assert not os.path.exists("/dev/nvidia-uvm")
+    # A node whose boot check did not run (disabled, or the role never ran): the guests start without the uvm node.
+    for host in HOSTS:
+        container_status(host, "start")
+    run = playbook("playbooks/verify.yml")
+    assert run.rc != 0
+    for host in HOSTS:
+        verdict = summary(host)
+        assert verdict["status"] == "failed"
+        since = verdict["since_last_verification"]
+        assert since["node_rebooted"] and since["gpus_back"] is False, since
+        assert ("Since the last verification the node rebooted (boot %s at the last verification, "
+                % since["last_boot"]["boot_id"]) in verdict["message"], verdict["message"]
+        assert "the container did not come back with its GPUs." in verdict["message"]
+        assert "uvm_node" in verdict["message"] and "nvidia-uvm" in verdict["message"], verdict["message"]
+
+    # The boot check makes the nodes (what it does at boot, before pve-guests); the guests start again with them.
+    check = boot_check()
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "created /dev/nvidia-uvm, /dev/nvidia-uvm-tools" in check.stdout
+    for host in HOSTS:
+        container_status(host, "reboot")
+    run = playbook("playbooks/verify.yml")
+    assert run.rc == 0, run.summary()
+    for host in HOSTS:
+        since = summary(host)["since_last_verification"]
+        # Against the failed verification: the same boot, the container restarted, back with its GPUs.
+        assert (since["node_rebooted"], since["container_restarted"], since["gpus_back"]) == (False, True, True), since
+        assert since["message"].endswith("the container came back with its GPUs."), since
+        assert summary(host)["status"] == "passed"
 
 
 def container_status(host, action):
@@ -509,7 +556,7 @@ def test_a_gpu_taken_from_a_container_by_hand_is_named_by_the_next_verification(
     assert summary(host)["status"] == "failed"
     # The next deploy passes it again (and restarts the container for it); the server verifies on both GPUs.
     run = playbook("deploy.yml", "--limit", host)
-    assert run.rc == 0, run.summary()
+    assert run.rc == 0, run.summary() + (REPORTS / "rollout-plan.json").read_text()
     assert line in config.read_text()
     assert summary(host)["status"] == "passed" and [held["uuid"] for held in summary(host)["gpus"]][1] == gpu["uuid"]
 
@@ -627,6 +674,29 @@ def test_a_package_upgrade_that_fails_verification_is_rolled_back_with_its_packa
     assert diffs and "/opt/sglang/envs/0.5.23.post1-" in json.dumps(diffs), run.changed_tasks()
     assert "0.5.23.post1" not in inside("llm-qwen-a", "ls", "/opt/sglang/envs")
     assert unit_state("llm-qwen-b") == untouched
+    # The site mirror down during the change (its export gone: the mount point is there, empty): the staging fails on
+    # both containers naming the package and where it was looked for, before any container changes; both servers run
+    # on, same process, same deployment, answering (issue 30).
+    running = dict((host, unit_state(host)) for host in HOSTS)
+    wheels, away = SANDBOX / "mirror" / "wheels", SANDBOX / "mirror" / "wheels.away"
+    wheels.rename(away)
+    wheels.mkdir()
+    try:
+        run = playbook("deploy.yml", "-e", "@%s" % extra)
+    finally:
+        wheels.rmdir()
+        away.rename(wheels)
+    assert run.rc != 0
+    failures = run.failures()
+    said = " ".join(failures)
+    assert "sglang==0.5.23.post1 from find-links /srv/llmops-mirror/wheels, no index with" in said, failures
+    assert sorted(set(item.host for item in run.results if item.task.endswith("Fail with the installer's own words")
+                      and item.result.get("failed"))) == sorted(HOSTS), failures
+    assert not [item for item in run.results if item.play == "Roll out the servers, one batch of containers at a time"]
+    for host in HOSTS:
+        assert unit_state(host) == running[host] and record(host) == good[host] and running_sglang(host) == before[host]
+    status, answer = router_request("/generate", {"text": "Hello", "sampling_params": {"max_new_tokens": 4}})
+    assert status == 200 and answer["text"], answer
     run = playbook("deploy.yml", "-e", "@%s" % extra)
     assert_stopped_at_the_first_container(run)
     # Staged on both containers, in parallel, beside the running environment.
@@ -749,19 +819,75 @@ def test_an_unchanged_server_that_fails_its_verification_stops_the_run_before_an
 KILL_SWITCH = REPO / "tests" / "support" / "callback_plugins"
 
 
-def killed_playbook(name, task, *args, timeout=900):
+def killed_playbook(name, task, *args, timeout=900, in_play=""):
     """Run a playbook that is SIGKILLed (its whole process group, as when the operator's machine dies) when the task or
-    handler called ``task`` is about to start; fails unless it died exactly there."""
+    handler called ``task`` is about to start (in the play called ``in_play``, when given); fails unless it died exactly
+    there."""
     mark = SANDBOX / "killed-at"
     if mark.exists():
         mark.unlink()
     environment = ansible_environment({"ANSIBLE_CALLBACK_PLUGINS": str(KILL_SWITCH), "LLMOPS_TEST_KILL_AT_TASK": task,
-                                       "LLMOPS_TEST_KILL_MARK": str(mark)})
+                                       "LLMOPS_TEST_KILL_MARK": str(mark), "LLMOPS_TEST_KILL_IN_PLAY": in_play})
     argv = [program("ansible-playbook")] + inventory_args(INVENTORY) + [name] + list(args)
     finished = subprocess.run(argv, cwd=str(REPO), env=run_env(environment), capture_output=True, text=True,
                               timeout=timeout, check=False, start_new_session=True)
     assert finished.returncode == -signal.SIGKILL and mark.exists(), (
         "%s was not killed at %r (rc %s): %s" % (name, task, finished.returncode, finished.stdout[-3000:] + finished.stderr[-2000:]))
+
+
+def faulted_playbook(name, task, argv, *args, in_play="", timeout=900):
+    """Run a playbook that runs ``argv`` on this machine when the task ``task`` (in the play ``in_play``) is about to
+    start, once, waiting for it; the run goes on. (AnsibleRun, the command's exit status and output)."""
+    mark = SANDBOX / "fault-done"
+    if mark.exists():
+        mark.unlink()
+    environment = ansible_environment({"ANSIBLE_CALLBACK_PLUGINS": str(KILL_SWITCH), "LLMOPS_TEST_KILL_AT_TASK": task,
+                                       "LLMOPS_TEST_KILL_MARK": str(mark), "LLMOPS_TEST_KILL_IN_PLAY": in_play,
+                                       "LLMOPS_TEST_RUN_ARGV": json.dumps([str(item) for item in argv])})
+    run = ansible_playbook(name, *args, inventory=INVENTORY, cwd=str(REPO), timeout=timeout, environment=environment)
+    assert mark.exists(), "the fault never ran: %s" % run.summary()
+    return run, mark.read_text()
+
+
+ROLLOUT_PLAY = "Roll out the servers, one batch of containers at a time"
+
+
+def test_a_server_killed_between_its_restart_and_its_verification_never_passes_dead(sandbox):
+    # A change for llm-qwen-a alone; right after its restart, before its verification, its server is SIGKILLed (every
+    # process of the unit, as the OOM killer or an operator might). systemd restarts it after RestartSec (10 s). The
+    # verification must not pass for the dead process: it fails naming the exit and the rollout rolls back, or (on a
+    # machine so slow that the restart came first) it verifies the restarted process, alive, under a new invocation.
+    host = "llm-qwen-a"
+    good = dict((name, record(name)) for name in HOSTS)
+    untouched = unit_state("llm-qwen-b")
+    change = OVERLAY / "sandbox-test-change.yml"
+    change.write_text("---\nall:\n  hosts:\n    %s:\n      sglang_service_max_running_requests: 3\n" % host)
+    argv, env = sim_command("pct", "--state-dir", PVE_SIM.state, "exec", CONTAINERS[host]["vmid"], "--", "systemctl", "kill",
+                            "--signal=SIGKILL", "sglang-%s.service" % CONTAINERS[host]["instance"])
+    kill = ["env", "PYTHONPATH=" + env["PYTHONPATH"]] + argv
+    try:
+        run, done = faulted_playbook("deploy.yml", "Wait for the current invocation to be ready", kill, in_play=ROLLOUT_PLAY)
+    finally:
+        change.unlink()
+    assert done.startswith("0\n"), done
+    after = unit_state(host)
+    verdict = summary(host)
+    if run.rc != 0:
+        said = " ".join(run.failures())
+        assert "sglang-%s.service exited before it became ready" % CONTAINERS[host]["instance"] in said, said
+        report = json.loads((REPORTS / ("rollout-%s.json" % host)).read_text())
+        assert report["rollback"]["status"] == "passed", report
+        assert record(host)["deployment_id"] == good[host]["deployment_id"] and verdict["status"] == "passed"
+    else:
+        assert verdict["status"] == "passed" and record(host)["deployment_id"] != good[host]["deployment_id"]
+    # Whichever: what the summary calls verified is the process that runs now.
+    assert after["ActiveState"] == "active" and str(verdict["main_pid"]) == after["MainPID"], (verdict, after)
+    assert verdict["invocation_id"] == after["InvocationID"]
+    assert unit_state("llm-qwen-b") == untouched and record("llm-qwen-b") == good["llm-qwen-b"]
+    if run.rc == 0:
+        # Back to the inventory's configuration for the tests after this one.
+        again = playbook("deploy.yml", "--limit", host)
+        assert again.rc == 0, again.summary()
 
 
 def running_deployment(host):
@@ -777,8 +903,9 @@ def archived(host):
 def test_a_change_for_one_container_cuts_over_only_that_one(sandbox):
     # Last before the teardown: it leaves llm-qwen-b on a configuration the inventory does not describe. The change
     # is an inventory variable of b alone (an inventory file beside hosts.yml, removed afterwards). Its rollout is
-    # killed twice first (issue 30): after the new deployment was recorded and before the restart (the handler never
-    # fires), then right after the restart that the next run makes from what runs; the third run completes it.
+    # killed five times first (issue 30), each run going further: during the plan, during staging, after the new
+    # deployment was recorded and before the restart (the handler never fires), right after the restart that the next
+    # run makes from what runs, and during the new server's verification; the sixth run completes it.
     before = dict((host, unit_state(host)) for host in HOSTS)
     deployments = dict((host, record(host)["deployment_id"]) for host in HOSTS)
     # A shard of b's model damaged in place (same size, same time of day: only its hash tells): the cutover's model
@@ -792,6 +919,11 @@ def test_a_change_for_one_container_cuts_over_only_that_one(sandbox):
     change = OVERLAY / "sandbox-test-change.yml"
     change.write_text("---\nall:\n  hosts:\n    llm-qwen-b:\n      sglang_service_max_running_requests: 3\n")
     try:
+        # The plan and the staging write nothing that the server runs: b keeps its deployment, its record and its process.
+        killed_playbook("deploy.yml", "Put the container in its part of the rollout")
+        assert record("llm-qwen-b")["deployment_id"] == deployments["llm-qwen-b"] and unit_state("llm-qwen-b") == before["llm-qwen-b"]
+        killed_playbook("deploy.yml", "Decide whether to run the installer", in_play="Stage SGLang on the containers that cut over")
+        assert record("llm-qwen-b")["deployment_id"] == deployments["llm-qwen-b"] and unit_state("llm-qwen-b") == before["llm-qwen-b"]
         killed_playbook("deploy.yml", "Restart the SGLang service")
         recorded = record("llm-qwen-b")["deployment_id"]
         assert recorded != deployments["llm-qwen-b"] and unit_state("llm-qwen-b") == before["llm-qwen-b"]
@@ -801,6 +933,9 @@ def test_a_change_for_one_container_cuts_over_only_that_one(sandbox):
         restarted = unit_state("llm-qwen-b")
         assert restarted["InvocationID"] != before["llm-qwen-b"]["InvocationID"]
         assert running_deployment("llm-qwen-b") == recorded
+        # Killed while the new server is verified: it runs, unverified; the next run verifies it without a restart.
+        killed_playbook("deploy.yml", "Run the canaries", in_play="Roll out the servers, one batch of containers at a time")
+        assert unit_state("llm-qwen-b") == restarted and running_deployment("llm-qwen-b") == recorded
         run = playbook("deploy.yml")
         assert run.rc == 0, run.summary()
         plan = json.loads((REPORTS / "rollout-plan.json").read_text())
