@@ -116,6 +116,26 @@ def read_text(path, limit=FILE_LIMIT):
         return None
 
 
+def read_regular_text(path, limit=FILE_LIMIT):
+    """read_text() of a regular file only: opened without blocking and checked on the open descriptor, so a FIFO or a
+    device put there (even between a check and the open) is None, never waited on."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb") as handle:
+            fd = None
+            return handle.read(limit).decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return None
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
 def first_line(result):
     text = (result.get("stderr") or "").strip() or (result.get("stdout") or "").strip()
     return text.splitlines()[0] if text else (result.get("error") or "exit status %s and no output" % result.get("rc"))

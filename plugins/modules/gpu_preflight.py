@@ -325,7 +325,6 @@ kernels:
 """
 
 import os
-import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -499,12 +498,8 @@ class Preflight:
         report = params["boot_check_report"]
         if params["scope"] != "node" or not report:
             return
-        try:
-            regular = stat.S_ISREG(os.stat(report).st_mode)
-        except OSError:
-            regular = False
         # Only a regular file is read (a FIFO there would hang the run).
-        self.findings += checks.boot_check_findings(report, checks.read_text(report) if regular else None, boot_id)
+        self.findings += checks.boot_check_findings(report, checks.read_regular_text(report), boot_id)
 
     def check_uvm(self):
         params = self.params
