@@ -20,7 +20,7 @@ import stat
 import subprocess
 import threading
 
-from ansible_collections.llmops.serving.plugins.module_utils import pcie_path, procfs
+from ansible_collections.llmops.serving.plugins.module_utils import lxc_device_rules, pcie_path, procfs
 from ansible_collections.llmops.serving.plugins.module_utils.lxc_device_rules import (
     parse_container_config, parse_proc_devices, uvm_access)
 from ansible_collections.llmops.serving.plugins.module_utils.preflight_finding import Finding, gpu_subject, visible
@@ -117,23 +117,8 @@ def read_text(path, limit=FILE_LIMIT):
 
 
 def read_regular_text(path, limit=FILE_LIMIT):
-    """read_text() of a regular file only: opened without blocking and checked on the open descriptor, so a FIFO or a
-    device put there (even between a check and the open) is None, never waited on."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(fd, "rb") as handle:
-            fd = None
-            return handle.read(limit).decode("utf-8", "replace")
-    except (OSError, ValueError):
-        return None
-    finally:
-        if fd is not None:
-            os.close(fd)
+    """read_text() of a regular file only, never blocking on a FIFO (lxc_device_rules.read_regular_text)."""
+    return lxc_device_rules.read_regular_text(path, limit)
 
 
 def first_line(result):

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Which character devices a Proxmox/LXC container config lets the container open, and the majors the kernel gave
-the NVIDIA drivers (``/proc/devices``).
+the NVIDIA drivers (``/proc/devices``); and the one way both read such a file (a regular file only, never blocking).
 
 The one reader of these two formats for the GPU preflight (a module) and the node's boot check (a script pve_gpu_host
 installs beside this file and runs before the guests start). Standard library only, no ``ansible_collections``
@@ -12,7 +12,9 @@ imports: the boot check imports it as a plain file.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 
 _DEVICE_ALLOW = re.compile(r"^lxc\.cgroup2?\.devices\.allow\s*[:=]\s*(?P<rule>.*)$")
 _PVE_DEV = re.compile(r"^dev(?P<n>\d+)\s*:\s*(?:path=)?(?P<path>[^,\s]+)")
@@ -20,6 +22,27 @@ _ALLOW_RULE = re.compile(r"^(?P<type>[abc])(?:\s+(?P<major>\*|\d+):(?P<minor>\*|
 # The NVIDIA GPU nodes' fixed major (nvidia0.., nvidiactl, nvidia-modeset); nvidia-uvm's is dynamic.
 NVIDIA_MAJOR = 195
 CONFIG_NAME = re.compile(r"^(?P<vmid>\d+)\.conf$")
+
+
+def read_regular_text(path, limit):
+    """The first ``limit`` bytes of a regular file as text (undecodable bytes replaced); None when it cannot be read or
+    is not a regular file. Opened without blocking and checked on the open descriptor, so a FIFO or a device put there
+    (even between a check and the open) is never waited on."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb") as handle:
+            fd = None
+            return handle.read(limit).decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return None
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def parse_proc_devices(text):

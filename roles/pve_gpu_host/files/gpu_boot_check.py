@@ -39,23 +39,8 @@ OUTPUT_LIMIT = 4096
 
 
 def read_text(path):
-    """A regular file's text (at most READ_LIMIT bytes, undecodable bytes replaced); None when it cannot be read or is
-    not a regular file (a FIFO would block the boot)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(fd, "rb") as handle:
-            fd = None
-            return handle.read(READ_LIMIT).decode("utf-8", "replace")
-    except OSError:
-        return None
-    finally:
-        if fd is not None:
-            os.close(fd)
+    """A regular file's text, at most READ_LIMIT bytes, never blocking (a FIFO would hang the boot); None otherwise."""
+    return lxc_device_rules.read_regular_text(path, READ_LIMIT)
 
 
 def node_state(path, major):
