@@ -308,19 +308,19 @@ def read_index(model_dir):
     return result
 
 
-def safetensors_problem(model_dir, real_path, info, tensors=()):
-    """Why a .safetensors file is not whole (a header that does not parse, data that ends before the header says,
-    tensors the index puts in it that it does not hold), or None. Reads only the header."""
+def read_safetensors_header(model_dir, real_path, info):
+    """(header, length, None) of a .safetensors file, or (None, None, why): the 8-byte length and the JSON header
+    after it, at most MAX_HEADER_BYTES, read from the regular file ``info`` described (never the tensors)."""
     if info.st_size < 8:
-        return "is %d bytes, shorter than a safetensors header" % info.st_size
+        return None, None, "is %d bytes, shorter than a safetensors header" % info.st_size
     try:
         fd = model_dir.open_regular(real_path, info)
     except OSError as exc:
-        return "cannot be read: %s" % exc.strerror
+        return None, None, "cannot be read: %s" % exc.strerror
     try:
         length = int.from_bytes(os.read(fd, 8), "little")
         if length > MAX_HEADER_BYTES or 8 + length > info.st_size:
-            return "announces a %d-byte header in a %d-byte file" % (length, info.st_size)
+            return None, None, "announces a %d-byte header in a %d-byte file" % (length, info.st_size)
         data = b""
         while len(data) < length:
             chunk = os.read(fd, min(CHUNK, length - len(data)))
@@ -332,9 +332,18 @@ def safetensors_problem(model_dir, real_path, info, tensors=()):
     try:
         header = json.loads(data.decode("utf-8"))
     except (ValueError, UnicodeDecodeError):
-        return "has a header that is not JSON"
+        return None, None, "has a header that is not JSON"
     if not isinstance(header, dict):
-        return "has a header that is not a JSON object"
+        return None, None, "has a header that is not a JSON object"
+    return header, length, None
+
+
+def safetensors_problem(model_dir, real_path, info, tensors=()):
+    """Why a .safetensors file is not whole (a header that does not parse, data that ends before the header says,
+    tensors the index puts in it that it does not hold), or None. Reads only the header."""
+    header, length, problem = read_safetensors_header(model_dir, real_path, info)
+    if problem:
+        return problem
     end = 0
     for name, entry in header.items():
         if name == "__metadata__":
@@ -349,6 +358,68 @@ def safetensors_problem(model_dir, real_path, info, tensors=()):
     if absent:
         return "lacks %d tensor(s) the index puts in it, e.g. %s" % (len(absent), printable(absent[0])[:200])
     return None
+
+
+HF_QUANT_CONFIG = "hf_quant_config.json"
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
+# Headers read for the memory plan: a checkpoint with more shards than this is planned from its index.
+MAX_PLAN_SHARDS = 4096
+
+
+def _read_json_file(model_dir, name, limit):
+    """(value, None), (None, None) when absent, or (None, why)."""
+    found = model_dir.inspect(name)
+    if found.state == "missing":
+        return None, None
+    if found.state != "file":
+        return None, "%s is %s" % (name, found.problem)
+    value, error = read_json_bounded(model_dir, found.real_path, found.info, limit)
+    return value, ("%s %s" % (name, error) if error else None)
+
+
+def read_for_plan(path):
+    """What the memory plan reads of a model directory, read as check() reads it (names checked, symlinks only
+    inside, regular files only, opened non-blocking, bounded): ``config`` (config.json; ModelDirError when it cannot
+    be read), ``hf_quant_config``, ``index`` (the parsed index JSON) and ``headers`` (``{shard: safetensors header}``
+    of every shard the index names, or of model.safetensors; None when one cannot be read, and ``headers_problem``
+    says why)."""
+    model_dir = ModelDir(path)
+    if not model_dir.exists:
+        raise ModelDirError("%s is not a directory" % path)
+    config, error = _read_json_file(model_dir, CONFIG, MAX_CONFIG_BYTES)
+    if config is None:
+        raise ModelDirError(error or "%s has no %s" % (path, CONFIG))
+    quant, error = _read_json_file(model_dir, HF_QUANT_CONFIG, MAX_CONFIG_BYTES)
+    if error:
+        raise ModelDirError(error)
+    index, error = _read_json_file(model_dir, INDEX, MAX_INDEX_BYTES)
+    if error:
+        raise ModelDirError(error)
+    result = {"config": config, "hf_quant_config": quant, "index": index, "headers": None, "headers_problem": None}
+    if index is not None:
+        listed = read_index(model_dir)
+        shards = listed["shards"]
+        problem = listed["error"] or (listed["unsafe"][0] if listed["unsafe"] else None)
+    else:
+        shards, problem = [SINGLE_WEIGHTS], None
+    if not problem and len(shards) > MAX_PLAN_SHARDS:
+        problem = "%d shards, more than the %d the plan reads" % (len(shards), MAX_PLAN_SHARDS)
+    headers = {}
+    for shard in [] if problem else shards:
+        found = model_dir.inspect(shard)
+        if found.state != "file":
+            problem = "%s is %s" % (printable(shard), found.problem or "missing")
+            break
+        header, _length, why = read_safetensors_header(model_dir, found.real_path, found.info)
+        if why:
+            problem = "%s %s" % (printable(shard), why)
+            break
+        headers[shard] = header
+    if problem:
+        result["headers_problem"] = problem
+    else:
+        result["headers"] = headers
+    return result
 
 
 def incomplete_files(model_dir):
