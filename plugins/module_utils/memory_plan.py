@@ -4,8 +4,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Will an SGLang server fit its GPUs? The memory arithmetic SGLang does at start, done before it starts.
 
-Pure functions, for two arithmetics (``arithmetic``): SGLang 0.5.23's, the default, and SGLang 0.5.9's. Every step
-names the SGLang function it mirrors (paths under ``sglang/srt/``).
+Pure functions. Two releases' arithmetic is followed step by step below, SGLang 0.5.23's (the default) and 0.5.9's;
+every other release from 0.4.0 on is planned with its own behaviours, each of which changed in one release
+(sglang_releases: the request pool, what caps an explicit max_running_requests, how the state pool shares its budget
+with the draft's intermediate state, the tracking slots, where the draft loads, the multimodal reservation, the GPU
+defaults and the default mem_fraction_static). Every step names the SGLang function it mirrors (paths under
+``sglang/srt/``).
 
 SGLang 0.5.23:
 
@@ -31,8 +35,8 @@ SGLang 0.5.23:
 6. Concurrency: ``KVCacheConfigurator.resolve_max_num_reqs`` (the request cap, the token cap, the state-pool cap).
 
 SGLang 0.5.9 (``model_executor/model_runner.py`` and ``model_executor/model_runner_kv_cache_mixin.py`` of that
-release, as a public backport quotes them verbatim: "BACKPORT: from sglang v0.5.9 model_runner_kv_cache_mixin.py");
-step 1, the per-request state size and the flag resolution are 0.5.23's:
+release, read in its wheel; a public backport quotes them too: "BACKPORT: from sglang v0.5.9
+model_runner_kv_cache_mixin.py"); the per-request state size is 0.5.23's, step 1 is 0.5.3's (sglang_releases):
 
 2. Weights: only the target is loaded before the pools are sized; the draft worker loads after them, so its weights
    come out of the memory outside the static pools (a warning when they and the activation reserve exceed it).
@@ -44,13 +48,14 @@ step 1, the per-request state size and the flag resolution are 0.5.23's:
 5. The KV pool: ``profile_max_num_token`` / ``init_memory_pool`` - the target's full-attention layers only (the
    draft has a KV pool of its own), ``--max-total-tokens``, page rounding; no token raises "Not enough memory.
    Please try to increase --mem-fraction-static.".
-6. Concurrency: ``init_memory_pool`` - ``max_running_requests`` (or the estimate from the KV pool) capped by the state
-   pool: 1 slot per request without the radix cache, 3 + 1 with ``extra_buffer`` and speculative decoding, 3 + 2
-   with ``extra_buffer`` otherwise, 3 else; no cap at half the KV pool.
+6. Concurrency: ``init_memory_pool`` - ``max_running_requests`` (or the estimate from the KV pool, capped at half of
+   it) capped by the state pool: 1 slot per request without the radix cache, 3 + 1 with ``extra_buffer`` and
+   speculative decoding, 3 + 2 with ``extra_buffer`` otherwise, 3 else; an explicit value is not capped by the KV
+   pool.
 
-The releases between 0.5.9 and 0.5.23 changed this in steps (the joint solve of the state pool with the intermediate
-state; the +1 padding slot of sgl-project/sglang#32184; the draft's weights counted before the pools) and are not
-modelled one by one.
+0.5.9 also resolves the ``auto`` cache strategy to ``no_buffer``, caps an explicit max_running_requests by nothing but
+the state pool, has the GPU defaults of 0.5.3 and keeps 2 GiB more outside the pools for a speculative draft. The
+releases between changed this in steps (0.5.10, 0.5.13, 0.5.14, 0.5.17, 0.5.18, 0.5.20, 0.5.22): sglang_releases.
 
 Two verdicts. A plan *fits* when SGLang would start: ``reasons`` names what stops it (the weights leave no room, a
 state pool of no slots, a KV pool of no tokens, no request served). A plan that fits *serves what was requested*
@@ -65,6 +70,7 @@ from __future__ import annotations
 
 import math
 
+from ansible_collections.llmops.serving.plugins.module_utils import sglang_releases
 from ansible_collections.llmops.serving.plugins.module_utils.model_config import dtype_bytes
 
 MIB = 1 << 20
@@ -72,8 +78,10 @@ GIB = 1 << 30
 
 ARITHMETIC_0_5_23 = "0.5.23"
 ARITHMETIC_0_5_9 = "0.5.9"
+# The two releases whose arithmetic was followed step by step; any release from sglang_releases.OLDEST on is planned
+# with its behaviours (sglang_releases.behaviours).
 ARITHMETICS = (ARITHMETIC_0_5_23, ARITHMETIC_0_5_9)
-# The default arithmetic.
+# The default arithmetic: the release this collection installs.
 SGLANG_VERSION = ARITHMETIC_0_5_23
 
 # mem_cache/kv_cache_configurator.py (module constants).
@@ -116,6 +124,8 @@ FLAG_DEFAULTS = {
     "max_total_tokens": None,
     "page_size": 1,
     "language_only": False,
+    "ep_size": 1,
+    "ep_num_redundant_experts": 0,
 }
 
 
@@ -130,7 +140,8 @@ FLAG_TYPES = {
     "disable_radix_cache": bool, "disable_overlap_schedule": bool, "context_length": int, "kv_cache_dtype": str,
     "speculative_algorithm": str, "speculative_num_steps": int, "speculative_eagle_topk": int,
     "speculative_num_draft_tokens": int, "chunked_prefill_size": int, "cuda_graph_max_bs": int,
-    "disable_cuda_graph": bool, "max_total_tokens": int, "page_size": int, "language_only": bool,
+    "disable_cuda_graph": bool, "max_total_tokens": int, "page_size": int, "language_only": bool, "ep_size": int,
+    "ep_num_redundant_experts": int,
 }
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
@@ -171,11 +182,15 @@ def coerce_flags(flags):
 
 # ---- step 1: GPU-dependent defaults --------------------------------------------------------------------------------
 
-def gpu_capacity_defaults(gpu_memory_mib, tp_size):
-    """(chunked_prefill_size, decode CUDA graph max_bs) for a GPU size: memory_hook.py handle_gpu_memory_settings."""
+def gpu_capacity_defaults(gpu_memory_mib, tp_size, bands="0.5.20", small_gpu_graph_bs=24):
+    """(chunked_prefill_size, decode CUDA graph max_bs) for a GPU size: memory_hook.py handle_gpu_memory_settings.
+    ``bands``: the 0.5.20 table (the default) or the 0.5.3 one, whose 20-35 GiB band is 2048 and
+    ``small_gpu_graph_bs`` (24, 16 before 0.5.5) below TP 4, 80 from it."""
     if gpu_memory_mib < 20 * 1024:
         return 2048, 8
     if gpu_memory_mib < 35 * 1024:
+        if bands == "0.5.3":
+            return 2048, small_gpu_graph_bs if tp_size < 4 else 80
         return 4096, 48 if tp_size < 4 else 160
     if gpu_memory_mib < 60 * 1024:
         return 4096, 32 if tp_size < 4 else 160
@@ -213,15 +228,32 @@ def vlm_fraction_factor(vision):
     return 0.95 * adjustment
 
 
+def reserve_parts_mib(gpu_memory_mib, tp_size, chunked_prefill_size, decode_max_bs, prefill_graph_sizes, cuda_graph,
+                      speculative_mib=0):
+    """memory_hook.py: the reserve (MiB) that the default mem_fraction_static leaves free, in its two parts:
+    ``(activation, cuda_graph)``. Activations: 512 MB, 1.5 MB per token of the chunked prefill (at least 2048), 128 MB
+    per TP rank for communication buffers; the 10 GB floor of GPUs above 60 GB is counted there. CUDA graphs
+    (reserve_for_graph_mb): 2 MB per decode batch size up to ``cuda_graph_max_bs``, 8 MB per captured prefill size;
+    none with ``--disable-cuda-graph``. ``speculative_mib``: the draft's reserve of releases before 0.5.14, added
+    after the floor, counted with the activations."""
+    activation = 512 + max(chunked_prefill_size, 2048) * 1.5 + tp_size / 8.0 * 1024
+    graphs = decode_max_bs * 2 + len(prefill_graph_sizes) * 8 if cuda_graph else 0
+    if gpu_memory_mib > 60 * 1024 and activation + graphs < 10 * 1024:
+        activation = 10 * 1024 - graphs
+    return activation + speculative_mib, graphs
+
+
 def reserve_mib(gpu_memory_mib, tp_size, chunked_prefill_size, decode_max_bs, prefill_graph_sizes, cuda_graph):
     """memory_hook.py: the activation + CUDA graph reserve (MiB) that the default mem_fraction_static leaves free."""
-    reserved = 512 + max(chunked_prefill_size, 2048) * 1.5 + tp_size / 8.0 * 1024
-    if cuda_graph:
-        # reserve_for_graph_mb: decode graphs 2 MB per batch size slot, prefill graphs 8 MB per captured size.
-        reserved += decode_max_bs * 2 + len(prefill_graph_sizes) * 8
-    if gpu_memory_mib > 60 * 1024:
-        reserved = max(reserved, 10 * 1024)
-    return reserved
+    return sum(reserve_parts_mib(gpu_memory_mib, tp_size, chunked_prefill_size, decode_max_bs, prefill_graph_sizes,
+                                 cuda_graph))
+
+
+def largest_graph_batch_size(room_mib, activation_mib, prefill_graph_sizes, max_bs):
+    """The largest cuda_graph_max_bs (at most ``max_bs``) whose graph reserve fits ``room_mib`` next to the
+    activations, or 0 when even batch size 1 does not (then only --disable-cuda-graph or more room helps)."""
+    left = room_mib - activation_mib - len(prefill_graph_sizes) * 8
+    return int(max(0, min(max_bs, left // 2)))
 
 
 # ---- step 4: the state pool ------------------------------------------------------------------------------------------
@@ -260,28 +292,32 @@ def mamba_slots_per_request(strategy, disable_overlap_schedule, disable_radix_ca
     return MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO + tracking
 
 
-def size_state_pool(rest_bytes, per_req, ratio, slots, requests, draft_tokens, explicit_size=None):
+def size_state_pool(rest_bytes, per_req, ratio, slots, requests, draft_tokens, explicit_size=None, padded=True):
     """kv_cache_configurator.py: _handle_max_mamba_cache for one TP rank (no PP, no ReplaySSM, no fused draft).
 
-    Returns ``(max_mamba_cache_size, intermediate_bytes, state_bytes, rest_after_bytes)``; the size is 0 or below
-    where SGLang raises "Not enough GPU memory for hybrid (mamba/linear-attention) state cache".
+    The joint solve of the state pool with the draft's intermediate state (0.5.13); ``padded``: the pool's padding
+    slot and the intermediate state's extra row counted in the budget (0.5.17, sgl-project/sglang#32184) - before,
+    ``handle_max_mamba_cache`` budgeted ``max_mamba_cache_size`` slots and ``capped_reqs`` rows. Returns
+    ``(max_mamba_cache_size, intermediate_bytes, state_bytes, rest_after_bytes)``; the size is 0 or below where SGLang
+    raises "Not enough GPU memory for hybrid (mamba/linear-attention) state cache".
     """
     speculative = bool(draft_tokens)
+    pad = 1 if padded else 0
     intermediate = 0
     if explicit_size is not None:
         size = explicit_size
         if speculative:
             capped = min(max(1, requests), size // slots)
-            intermediate = per_req * (capped + 1) * draft_tokens
+            intermediate = per_req * (capped + pad) * draft_tokens
     else:
         budget = rest_bytes * ratio / (1.0 + ratio)
         if speculative:
-            size = int((budget - per_req * (1 + draft_tokens)) // (per_req * (1 + draft_tokens / float(slots))))
+            size = int((budget - pad * per_req * (1 + draft_tokens)) // (per_req * (1 + draft_tokens / float(slots))))
             capped = min(max(1, requests), size // slots)
-            intermediate = per_req * (capped + 1) * draft_tokens
+            intermediate = per_req * (capped + pad) * draft_tokens
         else:
-            size = int((budget - per_req) // per_req)
-    state = (size + 1) * per_req if size > 0 else 0
+            size = int((budget - pad * per_req) // per_req)
+    state = (size + pad) * per_req if size > 0 else 0
     return size, intermediate, state, rest_bytes - intermediate - state
 
 
@@ -327,8 +363,10 @@ def kv_cell_bytes(dims, tp_size, kv_dtype_bytes, draft_layers):
 
 # ---- the whole plan --------------------------------------------------------------------------------------------------
 
-def resolve_flags(flags, dims, gpu_memory_mib):
-    """The flags as SGLang resolves them for this model and GPU, with where each derived value came from."""
+def resolve_flags(flags, dims, gpu_memory_mib, release=None):
+    """The flags as SGLang resolves them for this model and GPU (and release: sglang_releases.behaviours, the
+    newest known when None)."""
+    release = release or sglang_releases.behaviours(SGLANG_VERSION)
     unknown = sorted(set(flags or {}) - set(FLAG_DEFAULTS))
     if unknown:
         raise PlanInputError("unknown flag(s) for the plan: %s" % ", ".join(unknown))
@@ -350,25 +388,38 @@ def resolve_flags(flags, dims, gpu_memory_mib):
     else:
         resolved["speculative_num_draft_tokens"] = None
     requested = flags.get("max_running_requests") if flags else None
-    chunked, decode_max_bs = gpu_capacity_defaults(gpu_memory_mib, tp)
+    chunked, decode_max_bs = gpu_capacity_defaults(gpu_memory_mib, tp, release["gpu_bands"], release["small_gpu_graph_bs"])
     if resolved["chunked_prefill_size"] is None:
         resolved["chunked_prefill_size"] = chunked
     if resolved["cuda_graph_max_bs"] is None:
-        # handle_gpu_memory_settings runs before the speculative hook: only a user-set limit caps max_bs here.
-        resolved["cuda_graph_max_bs"] = min(decode_max_bs, requested) if requested else decode_max_bs
+        # 0.5.22: a default max_bs is capped at --max-running-requests. handle_gpu_memory_settings runs before the
+        # speculative hook: only a user-set limit caps it.
+        capped = requested and release["graph_bs_capped_by_requests"]
+        resolved["cuda_graph_max_bs"] = min(decode_max_bs, requested) if capped else decode_max_bs
     if resolved["max_running_requests"] is None and speculative:
         resolved["max_running_requests"] = DEFAULT_SPEC_MAX_RUNNING_REQUESTS
     if dims["linear"] and not resolved["disable_radix_cache"] and resolved["mamba_radix_cache_strategy"] == "auto":
-        # model_hook.py: handle_mamba_radix_cache - auto is extra_buffer with the overlap schedule (or paging).
-        resolved["mamba_radix_cache_strategy"] = "no_buffer" if resolved["disable_overlap_schedule"] else "extra_buffer"
+        # model_hook.py: handle_mamba_radix_cache - auto is extra_buffer with the overlap schedule (or paging) since
+        # 0.5.14; no_buffer before (server_args.py: "TODO: when extra_buffer is more verified ...").
+        auto_extra = release["auto_strategy"] == "extra_buffer" and not resolved["disable_overlap_schedule"]
+        resolved["mamba_radix_cache_strategy"] = "extra_buffer" if auto_extra else "no_buffer"
     if resolved["context_length"] is None:
         resolved["context_length"] = dims["context_length"]
     return resolved, speculative
 
 
-def _weights_per_rank(dims, weights, tp, speculative, language_only):
+def _weights_per_rank(dims, weights, tp, speculative, language_only, redundant_experts=0):
+    """(target, draft) weight bytes on one TP rank. Tensor parallelism splits every linear layer except what it
+    replicates: the MoE routers (whole on every rank) and the K/V projections of KV heads fewer than the ranks
+    (``max(1, kv_heads // tp)`` heads a rank, ModelConfig.get_num_kv_heads). Expert parallelism splits the experts
+    across the same ranks, which leaves a rank the same share; ``--ep-num-redundant-experts`` adds copies."""
     vision = 0 if language_only else weights["vision"]
-    target = (weights["language"] + vision) // tp
+    router, kv = weights.get("router", 0), weights.get("kv_proj", 0)
+    kv_heads = dims["num_kv_heads"]
+    experts = weights.get("experts", 0)
+    extra_experts = experts * redundant_experts / float(dims["moe"]["num_experts"]) if dims.get("moe") else 0
+    target = int((weights["language"] + vision - router - kv + extra_experts) / tp + router
+                 + kv * max(1, kv_heads // tp) / float(kv_heads))
     draft = 0
     if speculative and dims["mtp_layers"]:
         # The MTP head's own weights, plus its not-yet-freed embed_tokens and lm_head copies (bf16, vocab-parallel).
@@ -384,12 +435,13 @@ def plan_memory(dims, weights, gpu, flags, measured=None, arithmetic=SGLANG_VERS
     other servers on the same GPUs, each ``{"name", "mem_fraction_static"}`` (None: SGLang's default for this GPU)}``;
     ``flags``: server flags (keys of FLAG_DEFAULTS). ``measured`` (optional) replaces estimates with a log's figures:
     ``pre_model_load_bytes`` (free memory before loading) and ``available_after_load_bytes``. ``arithmetic``: the SGLang
-    release whose sizing is followed, one of ARITHMETICS.
+    release whose sizing is followed (0.4.0 or later; sglang_releases says what changed when).
 
     Returns a dict with ``fits`` (SGLang would start), ``reasons`` (what stops it), ``shortfalls`` (what a started
     server cuts from the request), ``serves_requested`` (fits and no shortfall), ``binding`` (the first pool in
     reasons, else in shortfalls, else the one closest to its limit), ``warnings``, ``limits``, ``resolved`` flags,
-    ``breakdown`` (bytes per rank), ``pools`` (what SGLang would print) and ``sglang_version`` (the arithmetic).
+    ``breakdown`` (bytes per rank), ``pools`` (what SGLang would print), ``sglang_version`` (the release) and
+    ``release`` (its behaviours the plan used).
     Raises PlanInputError for inputs the plan cannot use.
 
     Co-tenants: SGLang sizes its static pools from the memory FREE when it starts (pre_model_load_memory), so a server
@@ -411,32 +463,57 @@ def plan_memory(dims, weights, gpu, flags, measured=None, arithmetic=SGLANG_VERS
 
 
 def _plan_memory(dims, weights, gpu, flags, measured, arithmetic):
-    if arithmetic not in ARITHMETICS:
-        raise PlanInputError("arithmetic must be one of %s, not %s" % (", ".join(ARITHMETICS), arithmetic))
-    legacy = arithmetic == ARITHMETIC_0_5_9
+    try:
+        release = sglang_releases.behaviours(arithmetic, hybrid=bool(dims["linear"]))
+    except sglang_releases.UnknownRelease as exc:
+        raise PlanInputError(str(exc)) from None
+    # The draft loads after the pools and has its own KV pool (SGLang before 0.5.14).
+    late_draft = not release["draft_before_pools"]
+    said = "SGLang %s" % release["release"]
     gpu_memory_mib = gpu.get("memory_mib")
     if not gpu_memory_mib or gpu_memory_mib <= 0:
         raise PlanInputError("the GPU memory size (memory_mib) is unknown")
-    resolved, speculative = resolve_flags(flags or {}, dims, gpu_memory_mib)
+    resolved, speculative = resolve_flags(flags or {}, dims, gpu_memory_mib, release)
     tp = resolved["tp_size"]
     count = gpu.get("count")
     if count is not None and count < tp:
         raise PlanInputError("tp_size=%d needs %d GPUs, %d present" % (tp, tp, count))
+    if str(gpu.get("platform") or "cuda").lower() != "cuda":
+        raise PlanInputError("the plan follows SGLang on NVIDIA GPUs (CUDA); %s builds size their pools differently and "
+                             "are not modelled" % gpu["platform"])
+    ep, redundant = resolved["ep_size"], resolved["ep_num_redundant_experts"]
+    if ep < 1 or tp % ep or redundant < 0:
+        raise PlanInputError("ep_size=%d must divide tp_size=%d (and ep_num_redundant_experts=%d be 0 or more)"
+                             % (ep, tp, redundant))
+    if (ep > 1 or redundant) and not dims.get("moe"):
+        raise PlanInputError("ep_size and ep_num_redundant_experts need a mixture-of-experts model")
+    if dims.get("moe") and (dims["moe"]["num_experts"] + redundant) % ep:
+        raise PlanInputError("%d experts (+%d redundant) do not divide by ep_size=%d"
+                             % (dims["moe"]["num_experts"], redundant, ep))
     draft_tokens = resolved["speculative_num_draft_tokens"] if speculative else 0
     cuda_graph = not resolved["disable_cuda_graph"]
-    prefill_sizes = prefill_cuda_graph_batch_sizes(resolved["chunked_prefill_size"])
-    reserve = reserve_mib(gpu_memory_mib, tp, resolved["chunked_prefill_size"], resolved["cuda_graph_max_bs"],
-                          prefill_sizes, cuda_graph)
+    # Prefill CUDA graphs are captured, and reserved for, by default since 0.5.10.
+    prefill_sizes = prefill_cuda_graph_batch_sizes(resolved["chunked_prefill_size"]) if release["prefill_graph_reserve"] else []
+    spec_reserve = 0
+    if speculative and release["speculative_reserve_mib"]:
+        spec_reserve = 6144 if str(resolved["speculative_algorithm"]).upper() == "STANDALONE" else release["speculative_reserve_mib"]
+    activation_mib, graph_mib = reserve_parts_mib(
+        gpu_memory_mib, tp, resolved["chunked_prefill_size"], resolved["cuda_graph_max_bs"],
+        prefill_sizes, cuda_graph, spec_reserve)
+    reserve = activation_mib + graph_mib
     vision = None if resolved["language_only"] else dims["vision"]
     default_fraction = round((gpu_memory_mib - reserve) / gpu_memory_mib, 3) * vlm_fraction_factor(vision)
     fraction = resolved["mem_fraction_static"]
     fraction_source = "given"
     if fraction is None:
+        if not release["default_fraction"]:
+            raise PlanInputError("%s picks mem_fraction_static from a table the plan does not model (it models the "
+                                 "reserve formula of 0.5.3 and later): give mem_fraction_static" % said)
         fraction, fraction_source = default_fraction, "SGLang default for this GPU and model"
     resolved["mem_fraction_static"] = fraction
 
     measured = measured or {}
-    target_weights, draft_weights = _weights_per_rank(dims, weights, tp, speculative, resolved["language_only"])
+    target_weights, draft_weights = _weights_per_rank(dims, weights, tp, speculative, resolved["language_only"], redundant)
     pre = measured.get("pre_model_load_bytes")
     held = 0
     if pre is None:
@@ -449,13 +526,13 @@ def _plan_memory(dims, weights, gpu, flags, measured, arithmetic):
     available = measured.get("available_after_load_bytes")
     if available is None:
         # 0.5.9 loads the draft after the target's pools are sized: its weights are not in the budget.
-        available = pre - target_weights - (0 if legacy else draft_weights)
-    elif legacy:
+        available = pre - target_weights - (0 if late_draft else draft_weights)
+    elif late_draft:
         target_weights = pre - available
     else:
         target_weights, draft_weights = pre - available, 0
     slack = pre * (1 - fraction)
-    mm_reservation = VLM_CACHE_SIZE_MB * MIB if vision and not legacy else 0
+    mm_reservation = VLM_CACHE_SIZE_MB * MIB if vision and release["multimodal_reservation"] else 0
     rest = available - slack - mm_reservation
 
     reasons = []
@@ -474,6 +551,8 @@ def _plan_memory(dims, weights, gpu, flags, measured, arithmetic):
         "default_mem_fraction_static": round(default_fraction, 4),
         "outside_static_bytes": int(slack),
         "activation_reserve_bytes": int(reserve * MIB),
+        "activation_bytes": int(activation_mib * MIB),
+        "cuda_graph_bytes": int(graph_mib * MIB),
         "multimodal_reservation_bytes": int(mm_reservation),
         "pool_budget_bytes": int(rest),
         "mamba_state_bytes": 0,
@@ -485,13 +564,15 @@ def _plan_memory(dims, weights, gpu, flags, measured, arithmetic):
         "kv_cell_bytes": 0,
         "kv_draft_cell_bytes": 0,
         "kv_bytes": 0,
+        "request_pool_bytes": 0,
         "free_after_pools_bytes": 0,
     }
-    plan = {"sglang_version": arithmetic, "resolved": resolved, "breakdown": breakdown, "pools": result_pools,
+    plan = {"sglang_version": release["release"], "release": release, "resolved": resolved, "breakdown": breakdown, "pools": result_pools,
             "reasons": reasons, "shortfalls": shortfalls, "warnings": warnings, "fits": False,
-            "serves_requested": False, "binding": POOL_WEIGHTS, "limits": {}}
-    if legacy and draft_weights and draft_weights + reserve * MIB > slack:
-        warnings.append("draft_weights: SGLang 0.5.9 loads the draft's %.2f GiB after the pools, out of the %.2f GiB "
+            "serves_requested": False, "binding": POOL_WEIGHTS, "limits": {}, "graph_suggestion": None}
+    warnings.extend(release["notes"])
+    if late_draft and draft_weights and draft_weights + reserve * MIB > slack:
+        warnings.append("draft_weights: " + said + " loads the draft's %.2f GiB after the pools, out of the %.2f GiB "
                         "outside the static pools; %.2f GiB stay for activations and CUDA graphs, SGLang's default keeps "
                         "%.2f GiB; loading the draft or capturing CUDA graphs may run out of memory"
                         % (draft_weights / GIB, slack / GIB, (slack - draft_weights) / GIB, reserve / 1024.0))
@@ -507,7 +588,7 @@ def _plan_memory(dims, weights, gpu, flags, measured, arithmetic):
         minimum = 1 - available / float(pre)
         reasons.append("weights: %.2f GiB of weights leave no room for pools under mem_fraction_static=%.3f; raise it "
                        "above %.3f (%s)" % ((pre - available) / GIB, fraction, math.ceil(minimum * 1000) / 1000.0,
-                                            "SGLang 0.5.9 sizes its pools from a negative budget" if legacy else
+                                            said + " sizes its pools from a negative budget" if late_draft else
                                             "SGLang: 'Loaded weights leave no GPU memory for the KV cache'"))
         return plan
 
@@ -518,18 +599,21 @@ def _plan_memory(dims, weights, gpu, flags, measured, arithmetic):
         explicit = resolved["max_mamba_cache_size"]
         if explicit is None and resolved["disable_radix_cache"] and requests:
             explicit = max(1, requests)
-        if legacy:
+        if release["extra_buffer_slots"] == "by_speculative":
             slots = mamba_slots_per_request_0_5_9(resolved["mamba_radix_cache_strategy"], resolved["disable_radix_cache"],
                                                   speculative)
+        else:
+            slots = mamba_slots_per_request(resolved["mamba_radix_cache_strategy"], resolved["disable_overlap_schedule"],
+                                            resolved["disable_radix_cache"])
+        if release["state_pool"] == "subtract_first":
             size, intermediate, state, rest = size_state_pool_0_5_9(rest, per_req, resolved["mamba_full_memory_ratio"],
                                                                     requests or 0, draft_tokens, explicit)
             allocated = size
         else:
-            slots = mamba_slots_per_request(resolved["mamba_radix_cache_strategy"], resolved["disable_overlap_schedule"],
-                                            resolved["disable_radix_cache"])
+            padded = release["state_pool"] == "joint_padded"
             size, intermediate, state, rest = size_state_pool(rest, per_req, resolved["mamba_full_memory_ratio"], slots,
-                                                              requests or 1, draft_tokens, explicit)
-            allocated = size + 1  # the padding slot
+                                                              requests or 1, draft_tokens, explicit, padded)
+            allocated = size + 1 if padded else size
         breakdown.update({"mamba_per_request_bytes": per_req, "mamba_slots_per_request": slots,
                           "mamba_state_bytes": int(state), "mamba_intermediate_bytes": int(intermediate),
                           "mamba_conv_bytes": conv * allocated if size > 0 else 0,
@@ -537,48 +621,54 @@ def _plan_memory(dims, weights, gpu, flags, measured, arithmetic):
         result_pools["max_mamba_cache_size"] = size
         if size <= 0:
             plan["binding"] = POOL_MAMBA
-            if legacy and intermediate and explicit is None:
+            if release["state_pool"] == "subtract_first" and intermediate and explicit is None:
                 reasons.append("mamba: the draft's intermediate state for %d requests x %d draft tokens (%.2f GiB) leaves "
-                               "no state pool in the %.2f GiB pool budget (SGLang 0.5.9 sizes it from "
+                               "no state pool in the %.2f GiB pool budget (%s sizes it from "
                                "max_running_requests)" % (int(requests), draft_tokens, intermediate / GIB,
-                                                          breakdown["pool_budget_bytes"] / GIB))
+                                                          breakdown["pool_budget_bytes"] / GIB, said))
             else:
                 reasons.append("mamba: the state pool gets %d slots (pool budget %.2f GiB, %.2f MiB per slot); %s"
                                % (size, breakdown["pool_budget_bytes"] / GIB, per_req / MIB,
-                                  "SGLang 0.5.9 cannot allocate it" if legacy else "SGLang raises 'Not enough GPU memory "
-                                  "for hybrid (mamba/linear-attention) state cache'"))
+                                  said + " cannot allocate it" if release["state_pool"] == "subtract_first" else
+                                  "SGLang raises 'Not enough GPU memory for hybrid (mamba/linear-attention) state "
+                                  "cache'"))
             return plan
 
-    kv_dtype = dtype_bytes(resolved["kv_cache_dtype"], dtype_bytes(
-        dims["weight_dtype"] if dims["weight_dtype"] not in ("fp8",) else "bfloat16"))
-    # 0.5.9's draft has a KV pool of its own, sized after the target's.
-    target_cell, draft_cell = kv_cell_bytes(dims, tp, kv_dtype, dims["mtp_layers"] if speculative and not legacy else 0)
+    # The KV cache is in the checkpoint's dtype (bf16 for fp8 and 4-bit checkpoints) unless --kv-cache-dtype says.
+    kv_dtype = dtype_bytes(resolved["kv_cache_dtype"], dtype_bytes(dims["weight_dtype"]))
+    # Before 0.5.14 the draft has a KV pool of its own, sized after the target's.
+    target_cell, draft_cell = kv_cell_bytes(dims, tp, kv_dtype, dims["mtp_layers"] if speculative and not late_draft else 0)
     cell = target_cell + draft_cell
     page = resolved["page_size"]
-    tokens = int(max(rest, 0) // cell) // page * page if cell else 0
+    tokens = int(max(rest, 0) // cell) if cell else 0
     if resolved["max_total_tokens"]:
         tokens = min(tokens, resolved["max_total_tokens"])
-        if legacy:
-            tokens = tokens // page * page  # 0.5.9 rounds to pages after the cap
+    # Rounded to whole pages: after the cap (0.4.4 to 0.5.10) or before and again after it (0.5.11), the same number.
+    tokens = tokens // page * page
     breakdown.update({"kv_cell_bytes": target_cell, "kv_draft_cell_bytes": draft_cell, "kv_bytes": tokens * cell,
                       "free_after_pools_bytes": int(pre - target_weights - draft_weights - breakdown["mamba_state_bytes"]
                                                     - breakdown["mamba_intermediate_bytes"] - tokens * cell)})
     result_pools["max_total_num_tokens"] = tokens
     if tokens <= 0:
         plan["binding"] = POOL_KV
-        reasons.append("kv: no token fits the KV pool (SGLang%s: 'Not enough memory. Please try to increase "
-                       "--mem-fraction-static%s')" % ((" 0.5.9", ".") if legacy else ("", "")))
+        reasons.append("kv: no token fits the KV pool (%s: 'Not enough memory. Please try to increase "
+                       "--mem-fraction-static%s')" % (said, "." if late_draft else ""))
         return plan
 
     running, mamba_cap = _running_requests(resolved, tokens, size if dims["linear"] else None,
-                                           breakdown["mamba_slots_per_request"], legacy)
+                                           breakdown["mamba_slots_per_request"], release)
     result_pools["max_running_requests"] = running
+    # ReqToTokenPool: a row of int32 token indices per request slot, the context length + 4 long, allocated with the
+    # KV pool out of the memory outside it (1 GiB for 2049 slots of a 128K context).
+    request_pool = (running + (1 if release["request_pool_plus_one"] else 0)) * (resolved["context_length"] + 4) * 4
+    breakdown["request_pool_bytes"] = int(request_pool) if running > 0 else 0
+    breakdown["free_after_pools_bytes"] -= breakdown["request_pool_bytes"]
     if running <= 0:
         plan["binding"] = POOL_MAMBA
         reasons.append("mamba: %d state slots serve no request at %d slots per request (%s)"
                        % (int(size), breakdown["mamba_slots_per_request"],
-                          "SGLang 0.5.9 caps max_running_requests to 0" if legacy else "SGLang: 'Hybrid "
-                          "(mamba/linear-attention) state cache is too small to serve any requests'"))
+                          said + " caps max_running_requests to 0" if release["state_pool"] == "subtract_first" else
+                          "SGLang: 'Hybrid (mamba/linear-attention) state cache is too small to serve any requests'"))
         return plan
 
     # SGLang starts. What it serves of the request: every running request, and one request of the full context.
@@ -588,21 +678,36 @@ def _plan_memory(dims, weights, gpu, flags, measured, arithmetic):
     }
     if requests:
         limits[POOL_MAMBA] = (mamba_cap / float(requests)) if mamba_cap is not None else float("inf")
-        if not legacy:
+        if release["explicit_requests"] == "half_kv":
             limits["kv_requests"] = (tokens // 2) / float(requests)
     plan["limits"] = {key: round(value, 4) for key, value in limits.items() if value != float("inf")}
     if slack < reserve * MIB:
-        # A heuristic, not a limit: SGLang's default is conservative, and public runs above it start fine.
-        warnings.append("activation_reserve: %.2f GiB stay outside the static pools, SGLang's default keeps %.2f GiB for "
-                        "activations and CUDA graphs (mem_fraction_static %.3f > default %.3f); CUDA graph capture or a "
-                        "long prefill may run out of memory" % (slack / GIB, reserve / 1024.0, fraction, default_fraction))
+        # A heuristic, not a limit: SGLang's default is conservative, and public runs above it start fine. The line
+        # names both parts and what would make room, the usual out-of-memory of 24 GB cards being the graph capture.
+        room_mib = slack / float(MIB)
+        graph_bs = largest_graph_batch_size(room_mib, activation_mib, prefill_sizes, resolved["cuda_graph_max_bs"])
+        ways = ["mem_fraction_static=%.3f" % (math.floor((1 - reserve * MIB / float(pre)) * 1000) / 1000.0)]
+        if cuda_graph and 0 < graph_bs < resolved["cuda_graph_max_bs"]:
+            ways.insert(0, "cuda_graph_max_bs=%d" % graph_bs)
+        plan["graph_suggestion"] = {
+            "cuda_graph_max_bs": graph_bs if cuda_graph and 0 < graph_bs < resolved["cuda_graph_max_bs"] else None,
+            "mem_fraction_static": float(ways[-1].split("=")[1])}
+        warnings.append("activation_reserve: %.2f GiB stay outside the static pools; SGLang's default keeps %.2f GiB "
+                        "(activations %.2f GiB for a %d-token chunked prefill%s, CUDA graphs %.2f GiB for batch sizes "
+                        "up to %d%s) with mem_fraction_static %.3f, this plan has %.3f; CUDA graph capture or a long "
+                        "prefill may run out of memory; room with %s"
+                        % (slack / GIB, reserve / 1024.0, (activation_mib - spec_reserve) / 1024.0,
+                           int(resolved["chunked_prefill_size"]),
+                           ", the speculative draft %.2f GiB" % (spec_reserve / 1024.0) if spec_reserve else "",
+                           graph_mib / 1024.0, int(resolved["cuda_graph_max_bs"]),
+                           "" if cuda_graph else ", disabled", default_fraction, fraction, " or ".join(ways)))
     if requests and mamba_cap is not None and mamba_cap < requests:
         shortfalls.append("mamba: the state pool (%d slots, %d per request) serves %d of max_running_requests=%d; %s"
                           % (int(size), breakdown["mamba_slots_per_request"], mamba_cap, int(requests),
-                             "SGLang 0.5.9 caps max_running_requests to %d" % mamba_cap if legacy else
                              "SGLang would cap it ('max_running_requests is capped to %d by the mamba state cache')"
-                             % mamba_cap))
-    if requests and not legacy and tokens // 2 < requests:
+                             % mamba_cap if release["mamba_cap_warning"] else
+                             "%s caps max_running_requests to %d" % (said, mamba_cap)))
+    if requests and release["explicit_requests"] == "half_kv" and tokens // 2 < requests:
         shortfalls.append("kv: %d tokens serve %d of max_running_requests=%d" % (tokens, tokens // 2, int(requests)))
     if tokens < resolved["context_length"]:
         shortfalls.append("kv: %d tokens %s=%d" % (tokens, CONTEXT_SHORTFALL, int(resolved["context_length"])))
@@ -617,15 +722,22 @@ def _plan_memory(dims, weights, gpu, flags, measured, arithmetic):
     return plan
 
 
-def _running_requests(resolved, tokens, mamba_size, slots, legacy):
-    """(max_running_requests, state-pool cap or None). 0.5.23: KVCacheConfigurator.resolve_max_num_reqs (the request
-    cap, half the KV pool, the state pool); 0.5.9: model_runner.py init_memory_pool (the request cap, the state pool)."""
+def _running_requests(resolved, tokens, mamba_size, slots, release):
+    """(max_running_requests, state-pool cap or None) as the release resolves them (sglang_releases: the request pool
+    of one more than the estimate up to 0.4.6; an explicit value as given, capped by the estimate from 0.5.10, by half
+    the KV pool from 0.5.14; without one, the estimate and half the KV pool), then the state pool's cap."""
     requests = resolved["max_running_requests"]
     estimated = max(min(int(tokens / float(resolved["context_length"]) * 512), 4096), 2048)
-    if legacy:
-        running = requests if requests else estimated
+    pool = estimated + 1 if release["request_pool_plus_one"] else estimated
+    rule = release["explicit_requests"]
+    if not requests:
+        running = min(pool, tokens // 2)
+    elif rule == "half_kv":
+        running = min(max(1, requests), tokens // 2)
+    elif rule == "estimate":
+        running = min(requests, estimated)
     else:
-        running = min(max(1, requests), tokens // 2) if requests else min(estimated, tokens // 2)
+        running = requests
     mamba_cap = None
     if mamba_size is not None:
         mamba_cap = mamba_size // slots
@@ -649,17 +761,21 @@ def _serves_requests(plan):
 def suggest(dims, weights, gpu, flags, measured=None, plan=None, arithmetic=None):
     """What would make a configuration serve what was requested, each knob tried with the other flags unchanged.
 
-    Empty (all None) when the plan already serves what was requested. Returns ``max_running_requests`` (the largest the
+    The pools' keys are None when the plan already serves what was requested. Returns ``max_running_requests`` (the largest the
     pools serve), ``mamba_full_memory_ratio`` (the smallest ratio, in steps of 0.05, at which the state pool serves
     every configured request), ``mamba_ssm_dtype`` (``bfloat16`` when halving the SSM state lets the pools serve every
     request), ``context_length`` (the largest context the KV pool holds with the suggested max_running_requests) and
-    ``fits_with``: a set of changes with which the plan serves what was requested (checked by planning it), or None.
-    ``arithmetic`` defaults to the plan's, else to SGLANG_VERSION.
+    ``fits_with``: a set of changes with which the plan serves what was requested (checked by planning it), or None;
+    and, when less than SGLang's activation and CUDA graph reserve stays outside the static pools,
+    ``cuda_graph_max_bs`` (the largest whose graphs fit next to the activations) and ``mem_fraction_static`` (the
+    largest that leaves the whole reserve). ``arithmetic`` defaults to the plan's, else to SGLANG_VERSION.
     """
     arithmetic = arithmetic or (plan["sglang_version"] if plan else SGLANG_VERSION)
     plan = plan or plan_memory(dims, weights, gpu, flags, measured, arithmetic)
     suggestions = {"max_running_requests": None, "mamba_full_memory_ratio": None, "mamba_ssm_dtype": None,
-                   "context_length": None, "fits_with": None}
+                   "context_length": None, "fits_with": None, "cuda_graph_max_bs": None, "mem_fraction_static": None}
+    # Room for activations and CUDA graphs (the activation_reserve warning), independent of the pools' verdict.
+    suggestions.update(plan.get("graph_suggestion") or {})
     if plan["serves_requested"]:
         return suggestions
     requested = plan["resolved"]["max_running_requests"] or 1
@@ -713,7 +829,7 @@ def summary_line(plan, suggestions=None):
         text += "; %s with " % ("serves every request" if plan["fits"] else "fits") + ", ".join(
             "%s=%s" % item for item in sorted(together.items()))
     single = ["%s=%s" % (key, value) for key, value in sorted((suggestions or {}).items())
-              if value is not None and key not in ("fits_with", "context_length")]
+              if value is not None and key in ("max_running_requests", "mamba_full_memory_ratio", "mamba_ssm_dtype")]
     if single:
         text += "; the state pool serves every request with " + " or ".join(single)
     return text

@@ -481,6 +481,8 @@ _POOL_PATTERNS = (
     ("oom_mamba_cache_size", re.compile(r"Not enough GPU memory for hybrid.*?max_mamba_cache_size=(-?[0-9]{1,9})"), int),
     ("oom_total_rest_gib", re.compile(r"Not enough GPU memory for hybrid.*?total_rest_memory=" + _GB), float),
 )
+# Every CUDA graph capture (decode, prefill, piecewise, the draft's) prints its own end line; their memory adds up.
+_GRAPH_END_RE = re.compile(r"Capture .{0,60}?graph end\..*?mem usage=" + _GB, re.IGNORECASE)
 _SAMPLING_DEFAULTS_RE = re.compile(r"Using default chat sampling params from model generation config: (\{.*\})\s*$")
 _SAMPLING_ITEM_RE = re.compile(r"'([a-z_]{1,40})':\s*(-?[0-9]{1,9}(?:\.[0-9]{1,9})?)")
 
@@ -516,14 +518,19 @@ def parse_pool_lines(lines):
     ``weights_gib`` (the first model loaded: the target), ``max_mamba_cache_size``, ``conv_state_gib``,
     ``ssm_state_gib``, ``kv_tokens``, ``k_size_gib``/``v_size_gib``/``kv_size_gib``, ``pool_end_avail_gib``,
     ``max_total_num_tokens``, ``max_running_requests``, ``context_len``, ``available_gpu_mem_gib``,
-    ``capped_running_requests``, ``oom_mamba_cache_size``, ``oom_total_rest_gib`` and ``sampling_defaults`` (the chat
-    defaults taken from generation_config.json; ``{}`` when SGLang printed none). The first value of each wins, so the
-    draft model's later ``Load weight end`` and ``KV Cache`` lines do not replace the target's.
+    ``capped_running_requests``, ``oom_mamba_cache_size``, ``oom_total_rest_gib``, ``cuda_graph_gib`` (the memory of
+    every CUDA graph capture of rank 0 together: decode, prefill, piecewise, the draft's) and ``sampling_defaults``
+    (the chat defaults taken from generation_config.json; ``{}`` when SGLang printed none). The first value of each
+    wins, so the draft model's later ``Load weight end`` and ``KV Cache`` lines do not replace the target's.
     """
     result = {}
     for line in lines:
         for key, value in parse_pool_line(line).items():
             result.setdefault(key, value)
+        _timestamp, tags, message = split_prefix(line)
+        graph = _GRAPH_END_RE.search(message) if tags.get("TP", 0) == 0 else None
+        if graph:
+            result["cuda_graph_gib"] = round(result.get("cuda_graph_gib", 0.0) + float(graph.group(1)), 2)
         if "sampling_defaults" not in result:
             sampling = parse_sampling_defaults_line(line)
             if sampling is not None:

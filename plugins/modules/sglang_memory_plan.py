@@ -11,7 +11,14 @@ description:
   - Does the arithmetic SGLang does at start, per tensor-parallel rank, from the model's C(config.json) (and
     C(model.safetensors.index.json) for the exact weight bytes when present), the GPUs and the server's flags, and
     says whether the server starts and whether it serves what was asked before a multi-minute start with CUDA graph
-    capture finds out. O(arithmetic) picks the release whose sizing is followed, SGLang 0.5.23 or 0.5.9.
+    capture finds out. O(arithmetic) picks the SGLang release whose sizing is followed.
+  - "The weights: exact from the checkpoint when it is there (the shards' safetensors headers, which must agree with
+    the index's C(total_size); else the index's total), estimated from C(config.json) otherwise. The estimate counts
+    dense and mixture-of-experts layers (every routed expert at C(moe_intermediate_size), shared experts and their
+    gate, the routers, which tensor parallelism replicates) and stores each linear layer as the checkpoint's
+    quantization format does - fp8 (per-tensor or block scales), AWQ, GPTQ, compressed-tensors (int4/int8, fp8,
+    NVFP4), Model Optimizer FP8/NVFP4, MXFP4 and bitsandbytes, with the modules each leaves unquantized. Other
+    formats, multi-head latent attention and sliding-window layers are refused by name, never planned at a guess."
   - "Hybrid models (Qwen3-Next, Qwen3.5/3.6: Gated DeltaNet layers with a fixed state per request next to
     full-attention layers) get a state pool next to the KV pool: its slots per running request (3, plus 2 tracking
     slots with the C(extra_buffer) cache strategy and the overlap schedule), the speculative draft's intermediate state
@@ -33,8 +40,12 @@ author:
 options:
   model_path:
     description:
-      - Directory of the staged model on the target; C(config.json) is read from it, and
-        C(model.safetensors.index.json) when present.
+      - Directory of the staged model on the target; C(config.json) is read from it, C(hf_quant_config.json) and
+        C(model.safetensors.index.json) when present, and the safetensors header of every shard the index names (or
+        of C(model.safetensors)), never the tensors.
+      - The directory is read as M(llmops.serving.model_files) reads it - a symlink only when it stays inside, regular
+        files only, opened without blocking, sizes bounded - so a FIFO or a half-written shard cannot hang or mislead the
+        plan; a shard that cannot be read leaves the plan on the index's total (C(headers_problem) in RV(model)).
       - One of O(model_path) and O(config) is required.
     type: path
   config:
@@ -42,6 +53,11 @@ options:
     type: dict
   safetensors_index:
     description: The parsed C(model.safetensors.index.json), for the exact weight bytes (with O(config)).
+    type: dict
+  hf_quant_config:
+    description:
+      - The parsed C(hf_quant_config.json) of an NVIDIA Model Optimizer checkpoint (with O(config)), whose
+        C(config.json) has no C(quantization_config); SGLang reads its quantization from there.
     type: dict
   gpu_count:
     description: GPUs the server may use; a C(tp_size) in O(flags) above it is refused. Unchecked when omitted.
@@ -84,7 +100,10 @@ options:
         C(disable_radix_cache), C(disable_overlap_schedule), C(context_length), C(kv_cache_dtype),
         C(speculative_algorithm), C(speculative_num_steps), C(speculative_eagle_topk), C(speculative_num_draft_tokens),
         C(chunked_prefill_size), C(cuda_graph_max_bs), C(disable_cuda_graph), C(max_total_tokens), C(page_size),
-        C(language_only)). Omitted or null flags take SGLang's defaults for this GPU and model.
+        C(language_only), C(ep_size), C(ep_num_redundant_experts)). Omitted or null flags take SGLang's defaults for
+        this GPU and model.
+      - Expert parallelism (C(ep_size)) spreads the experts over the same ranks tensor parallelism splits them over, so
+        a rank's share is the same; C(ep_num_redundant_experts) adds that many experts' copies.
     type: dict
     default: {}
   require:
@@ -98,14 +117,19 @@ options:
     default: start
   arithmetic:
     description:
-      - The SGLang release whose memory arithmetic the plan follows.
-      - V(0.5.23) - the state pool is solved jointly with the draft's intermediate state, which is sized from the
-        requests the pool serves, plus a padding slot; the draft's weights and KV layers are counted before the pools.
-      - V(0.5.9) - the draft's intermediate state is sized from C(max_running_requests) and taken off the budget first;
-        the draft's weights load after the pools (out of the memory outside them), its KV pool is separate, and there
-        is no multimodal reservation. Releases in between changed this in steps and are not modelled one by one.
+      - The SGLang release whose memory arithmetic the plan follows - the installed one, or the one pinned
+        (C(sglang_version)); C(0.5.10.post1) counts as C(0.5.10).
+      - Every release from 0.4.0 on (0.5.9 for hybrid models) is planned with its own behaviours, each of which changed
+        in one release - the request pool of old releases, what caps an explicit C(max_running_requests) (0.5.10,
+        0.5.14), how the state pool shares its budget with the draft's intermediate state (subtracted first up to
+        0.5.12, a joint solve from 0.5.13, the padding slot from 0.5.17), the tracking slots and what C(auto) resolves
+        to (0.5.10, 0.5.14), the draft's weights and KV layers counted before the pools (0.5.14), the multimodal
+        reservation (0.5.18), the GPU-size defaults (0.5.3, 0.5.20, 0.5.22) and the default C(mem_fraction_static)
+        (the reserve formula of 0.5.3; give the flag for older releases). RV(release) lists what the plan used.
+      - A release newer than the newest known (0.5.23) is planned with the newest known behaviours, and a warning
+        says so; a release older than the plan models, or a source build's C(0.0.0.devN), is refused.
     type: str
-    choices: ["0.5.23", "0.5.9"]
+    aliases: [sglang_version]
     default: "0.5.23"
   fail_on_no_fit:
     description: Fail the task, with the numbers and the suggestions, when the requirement of O(require) is not met.
@@ -127,8 +151,12 @@ notes:
   - The weights are estimated from C(config.json) unless the safetensors index gives the exact total; the draft's
     unfreed C(embed_tokens)/C(lm_head) copies are counted with its weights (sgl-project/sglang#36452). Compare the plan with the
     server's own figures after a start (M(llmops.serving.sglang_ready) and the verification summary do).
-  - Each step cites the SGLang function it mirrors in C(plugins/module_utils/memory_plan.py); SGLang releases other than
-    the two of O(arithmetic) can size their pools differently.
+  - Each step cites the SGLang function it mirrors in C(plugins/module_utils/memory_plan.py); which behaviour changed in
+    which release is in C(plugins/module_utils/sglang_releases.py).
+  - The plan follows SGLang on NVIDIA GPUs (CUDA); ROCm builds size their pools differently (20 % off on the public
+    MI355X logs of the test corpus) and are not modelled.
+  - The plan's measured accuracy on public startup logs, and what it does not model, are in the collection's
+    C(docs/memory-plan.md).
 seealso:
   - name: SGLang hybrid model memory
     description: SGLang's documentation of C(--mamba-full-memory-ratio), C(--max-mamba-cache-size) and C(--mamba-ssm-dtype).
@@ -230,7 +258,8 @@ breakdown:
   description:
     - Bytes per rank - C(gpu_memory_bytes), C(co_tenant_bytes) (what O(co_tenants) hold of each GPU),
       C(pre_model_load_bytes), C(target_weights_bytes), C(draft_weights_bytes),
-      C(available_after_load_bytes), C(outside_static_bytes), C(activation_reserve_bytes),
+      C(available_after_load_bytes), C(outside_static_bytes), C(activation_reserve_bytes) (SGLang's own reserve for
+      activations and CUDA graphs, in its two parts C(activation_bytes) and C(cuda_graph_bytes)),
       C(multimodal_reservation_bytes), C(pool_budget_bytes), C(mamba_state_bytes) (C(mamba_conv_bytes) +
       C(mamba_ssm_bytes)), C(mamba_intermediate_bytes), C(mamba_per_request_bytes), C(kv_bytes),
       C(free_after_pools_bytes); and C(mem_fraction_static) with its source, C(default_mem_fraction_static),
@@ -255,6 +284,10 @@ suggestions:
     - C(max_running_requests), C(mamba_full_memory_ratio), C(mamba_ssm_dtype), C(context_length) (null where no value
       helps, all null when the plan serves what was asked) and C(fits_with), a set of flag changes with which SGLang
       starts and serves what was asked (null when none was found).
+    - When less than SGLang's activation and CUDA graph reserve stays outside the static pools (the
+      C(activation_reserve) warning, the usual out-of-memory of 24 GB cards at graph capture), C(cuda_graph_max_bs)
+      (the largest whose graphs fit next to the activations) and C(mem_fraction_static) (the largest that leaves the
+      whole reserve); null otherwise.
   returned: always
   type: dict
 resolved:
@@ -262,7 +295,12 @@ resolved:
   returned: always
   type: dict
 model:
-  description: The dimensions read from C(config.json) and the weight bytes with their source.
+  description:
+    - The dimensions read from C(config.json), C(moe) (experts, their intermediate size, shared experts, sparse
+      layers; null for a dense model) and C(weights) - bytes by part (C(total), C(language), C(mtp), C(vision)), the
+      kinds tensor parallelism replicates (C(router), C(kv_proj)), C(experts), C(format) (how the linear layers are
+      stored), C(estimated_total) (the estimate from C(config.json), for comparison), C(source) (safetensors headers,
+      the index or the estimate) and C(headers_problem) (why the shards' headers were not read, when they were not).
   returned: always
   type: dict
 gpu:
@@ -299,18 +337,25 @@ serves_summary:
   type: str
   sample: serves 4 of 4 requested running requests; the KV pool holds 148578 tokens, 1 request(s) of the 131072-token context
 sglang_version:
-  description: The SGLang version whose arithmetic the plan follows (O(arithmetic)).
+  description: The SGLang release whose arithmetic the plan follows (O(arithmetic)).
   returned: always
   type: str
   sample: 0.5.23
+release:
+  description:
+    - The release's memory behaviours the plan used (C(planned_as), C(state_pool), C(explicit_requests),
+      C(auto_strategy), C(draft_before_pools), C(multimodal_reservation), C(gpu_bands) and the others named in
+      C(plugins/module_utils/sglang_releases.py)) and C(notes).
+  returned: always
+  type: dict
 """
 
-import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.serving.plugins.module_utils import memory_plan, model_config, service_files, sglang_log
+from ansible_collections.llmops.serving.plugins.module_utils import (
+    memory_plan, model_config, model_files, service_files, sglang_log)
 
 MAX_STARTUP_BYTES = 8 << 20
 
@@ -327,18 +372,6 @@ def read_startup(path, offset):
     return sglang_log.parse_pool_lines(data.decode("utf-8", "replace").splitlines())
 
 
-def read_model_files(model_path):
-    """(config, index or None) from a staged model directory."""
-    with open(os.path.join(model_path, "config.json"), encoding="utf-8") as handle:
-        config = json.load(handle)
-    index = None
-    index_path = os.path.join(model_path, "model.safetensors.index.json")
-    if os.path.exists(index_path):
-        with open(index_path, encoding="utf-8") as handle:
-            index = json.load(handle)
-    return config, index
-
-
 def parse_memory_total(text):
     """The smallest ``memory.total`` (MiB) from ``nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits``."""
     values = []
@@ -351,11 +384,15 @@ def parse_memory_total(text):
     return min(values), len(values)
 
 
-def run(params, config, index, gpu):
-    """The module's result (pure): the plan, its suggestions and a summary."""
-    dims = model_config.parse_model_config(config)
+def run(params, files, gpu):
+    """The module's result (pure): the plan, its suggestions and a summary. ``files``: model_files.read_for_plan's
+    dict (``config``, ``hf_quant_config``, ``index``, ``headers``, ``headers_problem``)."""
+    dims = model_config.parse_model_config(files["config"], files.get("hf_quant_config"))
+    index = files.get("index")
     parsed_index = model_config.parse_safetensors_index(index) if index else None
-    weights = model_config.weight_bytes(dims, parsed_index)
+    weights = model_config.weight_bytes(dims, parsed_index, files.get("headers"))
+    if files.get("headers_problem") and index is not None:
+        weights["headers_problem"] = files["headers_problem"]
     flags = {key: value for key, value in memory_plan.coerce_flags(params["flags"]).items() if value is not None}
     plan = memory_plan.plan_memory(dims, weights, gpu, flags, arithmetic=params["arithmetic"])
     suggestions = memory_plan.suggest(dims, weights, gpu, flags, plan=plan)
@@ -363,7 +400,8 @@ def run(params, config, index, gpu):
                                         "mtp_layers", "context_length", "is_multimodal")}
     model.update({"full_attention_layers": len(dims["full_attention_layers"]),
                   "linear_attention_layers": len(dims["linear_attention_layers"]),
-                  "linear": dims["linear"], "weights": weights})
+                  "linear": dims["linear"], "weights": weights,
+                  "moe": dict(dims["moe"], sparse_layers=len(dims["moe"]["sparse_layers"])) if dims["moe"] else None})
     verdict = plan["serves_requested"] if params["require"] == "requested" else plan["fits"]
     return {"changed": False, "fits": plan["fits"], "serves_requested": plan["serves_requested"], "verdict": verdict,
             "binding": plan["binding"], "reasons": plan["reasons"], "shortfalls": plan["shortfalls"],
@@ -371,6 +409,7 @@ def run(params, config, index, gpu):
             "summary": memory_plan.summary_line(plan, suggestions), "pools": plan["pools"],
             "breakdown": plan["breakdown"], "limits": plan["limits"], "suggestions": suggestions,
             "resolved": plan["resolved"], "model": model, "gpu": gpu, "sglang_version": plan["sglang_version"],
+            "release": plan["release"],
             "serves": memory_plan.serves(plan)}
 
 
@@ -385,6 +424,7 @@ def main():
             model_path=dict(type="path"),
             config=dict(type="dict"),
             safetensors_index=dict(type="dict"),
+            hf_quant_config=dict(type="dict"),
             gpu_count=dict(type="int"),
             gpu_memory_mib=dict(type="int"),
             nvidia_smi_path=dict(type="path", default="nvidia-smi"),
@@ -395,7 +435,7 @@ def main():
             )),
             flags=dict(type="dict", default={}),
             require=dict(type="str", choices=["start", "requested"], default="start"),
-            arithmetic=dict(type="str", choices=list(memory_plan.ARITHMETICS), default=memory_plan.SGLANG_VERSION),
+            arithmetic=dict(type="str", aliases=["sglang_version"], default=memory_plan.SGLANG_VERSION),
             fail_on_no_fit=dict(type="bool", default=False),
             startup_log=dict(type="path"),
             log_offset=dict(type="int", default=0),
@@ -407,11 +447,12 @@ def main():
     params = module.params
     if params["model_path"]:
         try:
-            config, index = read_model_files(params["model_path"])
-        except (OSError, ValueError) as exc:
+            files = model_files.read_for_plan(params["model_path"])
+        except (model_files.ModelDirError, OSError) as exc:
             module.fail_json(msg="cannot read the model's config from %s: %s" % (params["model_path"], exc))
     else:
-        config, index = params["config"], params["safetensors_index"]
+        files = {"config": params["config"], "index": params["safetensors_index"],
+                 "hf_quant_config": params["hf_quant_config"], "headers": None}
     gpu = {"memory_mib": params["gpu_memory_mib"], "count": params["gpu_count"],
            "cuda_context_mib": params["cuda_context_mib"], "source": "given", "co_tenants": params["co_tenants"]}
     if gpu["memory_mib"] is None:
@@ -428,7 +469,7 @@ def main():
         gpu["count"] = gpu["count"] if gpu["count"] is not None else listed
         gpu["source"] = "nvidia-smi"
     try:
-        result = run(params, config, index, gpu)
+        result = run(params, files, gpu)
     except (model_config.ModelConfigError, memory_plan.PlanInputError) as exc:
         module.fail_json(msg="cannot plan the memory: %s" % exc)
     if params["startup_log"]:

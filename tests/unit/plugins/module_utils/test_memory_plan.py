@@ -128,16 +128,19 @@ def test_seed_48_requests_under_sglang_0_5_23_suggestions():
 
 def test_seed_48_requests_ratio_09_under_sglang_0_5_9_does_not_start():
     # 0.5.9 takes the draft's intermediate state for max_running_requests x draft tokens off the budget first:
-    # 48 x 4 x 73.41 MiB = 13.76 GiB against a 10.86 GiB budget leaves nothing for the state pool.
+    # 48 x 4 x 73.41 MiB = 13.76 GiB against a 9.41 GiB budget leaves nothing for the state pool. The budget is what
+    # 0.5.9's default mem_fraction_static leaves (0.742: its reserve keeps 2 GiB more for a speculative draft and has
+    # no prefill-graph term; the vision tower lowers it).
     result = plan(SEED_48, arithmetic="0.5.9")
     assert result["sglang_version"] == "0.5.9"
     assert (result["fits"], result["serves_requested"], result["binding"], result["shortfalls"]) == (False, False, "mamba", [])
     assert result["reasons"] == [
         "mamba: the draft's intermediate state for 48 requests x 4 draft tokens (13.76 GiB) leaves no state pool in the "
-        "10.86 GiB pool budget (SGLang 0.5.9 sizes it from max_running_requests)"]
+        "9.41 GiB pool budget (SGLang 0.5.9 sizes it from max_running_requests)"]
     breakdown = result["breakdown"]
     assert breakdown["mamba_intermediate_bytes"] == 48 * 4 * PER_REQ
-    assert result["pools"]["max_mamba_cache_size"] == -20 and result["pools"]["max_running_requests"] == 0
+    assert result["pools"]["max_mamba_cache_size"] == -29 and result["pools"]["max_running_requests"] == 0
+    assert result["breakdown"]["mem_fraction_static"] == 0.7423
     # The draft loads after the pools in 0.5.9: its weights are reported, not taken from the budget.
     assert round(breakdown["draft_weights_bytes"] / GIB, 2) == 2.76
     assert breakdown["available_after_load_bytes"] == breakdown["pre_model_load_bytes"] - breakdown["target_weights_bytes"]
@@ -145,40 +148,44 @@ def test_seed_48_requests_ratio_09_under_sglang_0_5_9_does_not_start():
     assert abs(breakdown["pool_budget_bytes"] - (breakdown["available_after_load_bytes"]
                                                  - breakdown["outside_static_bytes"])) <= 1     # each rounded down
     suggestions = memory_plan.suggest(DIMS, WEIGHTS, A6000, SEED_48, plan=result)   # the plan's arithmetic
-    assert suggestions["fits_with"] == {"max_running_requests": 12, "context_length": 129477}
+    assert suggestions["fits_with"] == {"max_running_requests": 12, "context_length": 103941}
     assert plan(dict(SEED_48, **suggestions["fits_with"]), arithmetic="0.5.9")["serves_requested"]
     summary = memory_plan.summary_line(result, suggestions)
-    assert summary.startswith("does not fit: weights 25.47 GiB + draft 2.76 GiB, mamba -20 slots (0.00 GiB + 13.76 GiB "
+    assert summary.startswith("does not fit: weights 25.47 GiB + draft 2.76 GiB, mamba -29 slots (0.00 GiB + 13.76 GiB "
                               "intermediate), KV 0 tokens")
     assert "; binding mamba: mamba: the draft's intermediate state for 48 requests" in summary
-    assert "; fits with context_length=129477, max_running_requests=12" in summary
+    assert "; fits with context_length=103941, max_running_requests=12" in summary
 
 
 def test_seed_16_requests_ratio_05_under_sglang_0_5_9_starts_with_7_of_16():
     result = plan(SEED_16, arithmetic="0.5.9")
     assert (result["fits"], result["serves_requested"], result["reasons"], result["binding"]) == (True, False, [], "mamba")
-    assert result["pools"] == {"max_mamba_cache_size": 29, "max_total_num_tokens": 138873, "max_running_requests": 7}
+    assert result["pools"] == {"max_mamba_cache_size": 22, "max_total_num_tokens": 106290, "max_running_requests": 7}
+    # 0.5.9 resolves the auto strategy to no_buffer (server_args.py: "TODO: when extra_buffer is more verified"): 3
+    # slots per request.
+    assert result["resolved"]["mamba_radix_cache_strategy"] == "no_buffer"
     assert result["shortfalls"] == [
-        "mamba: the state pool (29 slots, 4 per request) serves 7 of max_running_requests=16; SGLang 0.5.9 caps "
-        "max_running_requests to 7", "kv: 138873 tokens cannot hold one request of context_length=262144"]
+        "mamba: the state pool (22 slots, 3 per request) serves 7 of max_running_requests=16; SGLang 0.5.9 caps "
+        "max_running_requests to 7", "kv: 106290 tokens cannot hold one request of context_length=262144"]
     breakdown = result["breakdown"]
     # handle_max_mamba_cache: intermediate first, then the ratio split of the rest, no padding slot.
     intermediate = 16 * 4 * PER_REQ
     assert breakdown["mamba_intermediate_bytes"] == intermediate
-    assert int((breakdown["pool_budget_bytes"] - intermediate) * 0.5 / 1.5 // PER_REQ) == 29
-    assert breakdown["mamba_state_bytes"] == 29 * PER_REQ and breakdown["mamba_slots_per_request"] == 4
+    assert int((breakdown["pool_budget_bytes"] - intermediate) * 0.5 / 1.5 // PER_REQ) == 22
+    assert breakdown["mamba_state_bytes"] == 22 * PER_REQ and breakdown["mamba_slots_per_request"] == 3
     # The KV pool: the target's full-attention layers only (the draft's pool is its own in 0.5.9).
     assert breakdown["kv_draft_cell_bytes"] == 0
-    assert int((breakdown["pool_budget_bytes"] - intermediate - 29 * PER_REQ) // breakdown["kv_cell_bytes"]) == 138873
-    assert limits_of(result) == {"mamba": 0.4375, "kv": 0.5298}        # no half-the-KV-pool cap in 0.5.9
+    assert int((breakdown["pool_budget_bytes"] - intermediate - 22 * PER_REQ) // breakdown["kv_cell_bytes"]) == 106290
+    assert limits_of(result) == {"mamba": 0.4375, "kv": 0.4055}        # an explicit request count: no half-the-KV cap
     suggestions = memory_plan.suggest(DIMS, WEIGHTS, A6000, SEED_16, arithmetic="0.5.9")
-    assert suggestions == {"max_running_requests": 9, "mamba_full_memory_ratio": 2.7, "mamba_ssm_dtype": "bfloat16",
-                           "context_length": 183504, "fits_with": {"max_running_requests": 9, "context_length": 183504}}
+    assert suggestions == {"max_running_requests": 10, "mamba_full_memory_ratio": 2.5, "mamba_ssm_dtype": "bfloat16",
+                           "context_length": 143874, "fits_with": {"max_running_requests": 10, "context_length": 143874},
+                           "cuda_graph_max_bs": None, "mem_fraction_static": None}
     summary = memory_plan.summary_line(result, suggestions)
-    assert summary.startswith("fits (starts), but mamba: the state pool (29 slots, 4 per request) serves 7 of "
+    assert summary.startswith("fits (starts), but mamba: the state pool (22 slots, 3 per request) serves 7 of "
                               "max_running_requests=16; SGLang 0.5.9 caps max_running_requests to 7; weights 25.47 GiB")
-    assert summary.endswith("; the state pool serves every request with mamba_full_memory_ratio=2.7 or "
-                            "mamba_ssm_dtype=bfloat16 or max_running_requests=9")
+    assert summary.endswith("; the state pool serves every request with mamba_full_memory_ratio=2.5 or "
+                            "mamba_ssm_dtype=bfloat16 or max_running_requests=10")
 
 
 def limits_of(result):
@@ -194,9 +201,18 @@ def test_seed_16_requests_serve_with_a_larger_gpu_share(arithmetic, slots, token
     assert result["pools"] == {"max_mamba_cache_size": slots, "max_total_num_tokens": tokens, "max_running_requests": 16}
     assert result["warnings"][-1].startswith("activation_reserve:")
     assert summary_verdict(result) == "fits"
+    # Less than SGLang's reserve stays outside the pools: the warning's parts, and the fraction that leaves it all
+    # (even batch size 1 does not fit the graphs next to the activations, so no cuda_graph_max_bs). 0.5.23 caps the
+    # default graph batch size at max_running_requests and reserves for prefill graphs; 0.5.9 reserves 2 GiB for the
+    # draft instead.
+    parts = {"0.5.23": ("activations 6.75 GiB for a 4096-token chunked prefill, CUDA graphs 0.42 GiB for batch sizes "
+                        "up to 16", 0.847),
+             "0.5.9": ("activations 6.75 GiB for a 4096-token chunked prefill, the speculative draft 2.00 GiB, CUDA "
+                       "graphs 0.06 GiB for batch sizes up to 32", 0.812)}
+    assert parts[arithmetic][0] in result["warnings"][-1]
     assert memory_plan.suggest(DIMS, WEIGHTS, A6000, SEED_16, plan=result) == {
         "max_running_requests": None, "mamba_full_memory_ratio": None, "mamba_ssm_dtype": None, "context_length": None,
-        "fits_with": None}
+        "fits_with": None, "cuda_graph_max_bs": None, "mem_fraction_static": parts[arithmetic][1]}
 
 
 def summary_verdict(result):
@@ -208,7 +224,7 @@ def test_draft_weights_outside_the_pools_are_a_warning_under_0_5_9():
     legacy = plan(flags, arithmetic="0.5.9")
     assert legacy["warnings"][0] == (
         "draft_weights: SGLang 0.5.9 loads the draft's 2.76 GiB after the pools, out of the 4.70 GiB outside the static "
-        "pools; 1.94 GiB stay for activations and CUDA graphs, SGLang's default keeps 7.17 GiB; loading the draft or "
+        "pools; 1.94 GiB stay for activations and CUDA graphs, SGLang's default keeps 8.81 GiB; loading the draft or "
         "capturing CUDA graphs may run out of memory")
     assert not any(text.startswith("draft_weights:") for text in plan(flags)["warnings"])
     assert not any(text.startswith("draft_weights:") for text in plan(SEED_16, arithmetic="0.5.9")["warnings"])
@@ -235,11 +251,11 @@ def test_refusals_under_sglang_0_5_9():
     assert (kv["fits"], kv["binding"], kv["pools"]["max_mamba_cache_size"]) == (False, "kv", 200)
     assert kv["reasons"] == ["kv: no token fits the KV pool (SGLang 0.5.9: 'Not enough memory. Please try to increase "
                              "--mem-fraction-static.')"]
-    none_served = plan(dict(SEED_16, max_mamba_cache_size=3), arithmetic="0.5.9")
+    none_served = plan(dict(SEED_16, max_mamba_cache_size=2), arithmetic="0.5.9")
     assert (none_served["fits"], none_served["binding"], none_served["pools"]["max_running_requests"]) == (False, "mamba", 0)
-    assert none_served["reasons"][0].startswith("mamba: 3 state slots serve no request at 4 slots per request")
-    with pytest.raises(memory_plan.PlanInputError, match="arithmetic must be one of 0.5.23, 0.5.9, not 0.5.10"):
-        plan(SEED_16, arithmetic="0.5.10")
+    assert none_served["reasons"][0].startswith("mamba: 2 state slots serve no request at 3 slots per request")
+    with pytest.raises(memory_plan.PlanInputError, match="SGLang 0.5.8 sizes the hybrid state pool in a way the plan"):
+        plan(SEED_16, arithmetic="0.5.8")
 
 
 @pytest.mark.parametrize("strategy, radix_off, speculative, slots", [
@@ -252,8 +268,11 @@ def test_slots_per_request_under_0_5_9(strategy, radix_off, speculative, slots):
 
 def test_without_speculative_decoding_0_5_9_has_no_intermediate_state():
     result = plan({"tp_size": 2, "max_running_requests": 16}, arithmetic="0.5.9")
-    assert result["breakdown"]["mamba_intermediate_bytes"] == 0 and result["breakdown"]["mamba_slots_per_request"] == 5
-    assert result["pools"] == {"max_mamba_cache_size": 72, "max_total_num_tokens": 188202, "max_running_requests": 14}
+    assert result["breakdown"]["mamba_intermediate_bytes"] == 0 and result["breakdown"]["mamba_slots_per_request"] == 3
+    extra = plan({"tp_size": 2, "max_running_requests": 16, "mamba_radix_cache_strategy": "extra_buffer"}, arithmetic="0.5.9")
+    assert extra["breakdown"]["mamba_slots_per_request"] == 5
+    assert result["pools"] == {"max_mamba_cache_size": 74, "max_total_num_tokens": 193309, "max_running_requests": 16}
+    assert extra["pools"]["max_running_requests"] == 74 // 5
 
 
 def test_dense_model_gets_a_kv_pool_only():

@@ -22,7 +22,8 @@ def parse(name):
 def test_h100_log_without_prefixes():
     assert parse("qwen3.8-27b-fp8-h100-tp1.log") == {
         "load_end_avail_gib": 50.01, "weights_gib": 28.47, "max_mamba_cache_size": 124, "conv_state_gib": 0.34,
-        "ssm_state_gib": 17.58, "kv_tokens": 330323, "k_size_gib": 10.08, "v_size_gib": 10.08}
+        "ssm_state_gib": 17.58, "kv_tokens": 330323, "k_size_gib": 10.08, "v_size_gib": 10.08,
+        "cuda_graph_gib": 0.1}
 
 
 def test_tp_log_counts_rank_zero_only():
@@ -68,11 +69,11 @@ def test_sampling_defaults_line():
     ("qwq-32b-l4-tp4-llms-in-clouds.log", {
         "load_begin_avail_gib": 21.63, "load_end_avail_gib": 6.09, "weights_gib": 15.54, "kv_tokens": 46611,
         "k_size_gib": 1.42, "v_size_gib": 1.42, "pool_end_avail_gib": 2.09, "max_total_num_tokens": 46611,
-        "max_running_requests": 2049, "context_len": 131072}),
+        "max_running_requests": 2049, "context_len": 131072, "cuda_graph_gib": 0.93}),
     ("qwen3-8b-sm100-tp1-reference-log-20260524.log", {
         "load_begin_avail_gib": 275.75, "load_end_avail_gib": 260.48, "weights_gib": 15.28, "kv_tokens": 1707904,
         "k_size_gib": 117.28, "v_size_gib": 117.28, "pool_end_avail_gib": 25.28, "max_total_num_tokens": 1707904,
-        "max_running_requests": 4096, "context_len": 40960, "available_gpu_mem_gib": 21.24,
+        "max_running_requests": 4096, "context_len": 40960, "available_gpu_mem_gib": 21.24, "cuda_graph_gib": 2.92,
         "sampling_defaults": {"temperature": 0.6, "top_k": 20, "top_p": 0.95}}),
     ("qwen3-14b-rtx4090-tp4-kuiperinfer.log", {
         "load_end_avail_gib": 16.0, "weights_gib": 7.08, "kv_tokens": 298447, "k_size_gib": 5.69, "v_size_gib": 5.69,
@@ -80,13 +81,13 @@ def test_sampling_defaults_line():
     ("qwen3-30b-a3b-fp8-h100-tp1-vllm-hybrid-tsk043.log", {
         "load_begin_avail_gib": 78.48, "load_end_avail_gib": 49.33, "weights_gib": 29.15, "kv_tokens": 392920,
         "k_size_gib": 17.99, "v_size_gib": 17.99, "pool_end_avail_gib": 12.7, "max_total_num_tokens": 392920,
-        "max_running_requests": 4096, "context_len": 40960, "available_gpu_mem_gib": 10.54,
+        "max_running_requests": 4096, "context_len": 40960, "available_gpu_mem_gib": 10.54, "cuda_graph_gib": 2.05,
         "sampling_defaults": {"temperature": 0.6, "top_k": 20, "top_p": 0.95}}),
     ("qwen3.5-9b-rtx4090-tp2-exp001.log", {
         "load_begin_avail_gib": 22.93, "load_end_avail_gib": 14.08, "weights_gib": 8.85, "max_mamba_cache_size": 186,
         "conv_state_gib": 0.1, "ssm_state_gib": 4.38, "kv_tokens": 327310, "k_size_gib": 2.5, "v_size_gib": 2.5,
         "pool_end_avail_gib": 4.49, "max_total_num_tokens": 327310, "max_running_requests": 62, "context_len": 262144,
-        "available_gpu_mem_gib": 3.79}),
+        "available_gpu_mem_gib": 3.79, "cuda_graph_gib": 0.26}),
 ])
 def test_startup_logs_of_several_releases_and_model_kinds(name, expected):
     assert parse(name) == expected

@@ -62,13 +62,25 @@ def test_seed_under_0_5_9_does_not_start(tmp_path):
     assert (result["fits"], result["serves_requested"], result["verdict"], result["shortfalls"]) == (False, False, False, [])
     assert result["reasons"][0].startswith("mamba: the draft's intermediate state for 48 requests x 4 draft tokens "
                                            "(13.76 GiB) leaves no state pool")
-    assert result["suggestions"]["fits_with"] == {"max_running_requests": 12, "context_length": 129477}
+    assert result["suggestions"]["fits_with"] == {"max_running_requests": 12, "context_length": 103941}
     for require in ("start", "requested"):
         result, failed = run_module(sglang_memory_plan.main, dict(args, require=require, fail_on_no_fit=True))
         assert failed and result["msg"].startswith("the SGLang server does not fit its GPUs: does not fit: weights 25.47 GiB")
         assert "binding mamba: mamba: the draft's intermediate state" in result["msg"]
-    result, failed = run_module(sglang_memory_plan.main, dict(args, arithmetic="0.5.10"))
-    assert failed and "value of arithmetic must be one of: 0.5.23, 0.5.9, got: 0.5.10" in result["msg"]
+    # Any release from 0.5.9 on is planned with its own behaviours (the between releases included); older ones and
+    # what is not a release number are refused by name.
+    result, failed = run_module(sglang_memory_plan.main, dict(args, arithmetic="0.5.12"))
+    assert not failed and result["release"]["state_pool"] == "subtract_first" and not result["fits"]
+    aliased = {key: value for key, value in args.items() if key != "arithmetic"}
+    result, failed = run_module(sglang_memory_plan.main, dict(aliased, sglang_version="0.5.13"))
+    assert not failed and result["release"]["state_pool"] == "joint" and result["sglang_version"] == "0.5.13"
+    for release, message in (("0.5.8", "SGLang 0.5.8 sizes the hybrid state pool in a way the plan does not model"),
+                             ("main", "'main' is not an SGLang release number")):
+        result, failed = run_module(sglang_memory_plan.main, dict(args, arithmetic=release))
+        assert failed and message in result["msg"], result["msg"]
+    result, failed = run_module(sglang_memory_plan.main, dict(args, arithmetic="0.6.1"))
+    assert not failed and result["plan_warnings"][0] == (
+        "SGLang 0.6.1 is newer than the newest release the plan knows (0.5.23); planned with 0.5.23's arithmetic")
     result, failed = run_module(sglang_memory_plan.main, dict(args, require="serves"))
     assert failed and "value of require must be one of: start, requested, got: serves" in result["msg"]
 
@@ -79,7 +91,7 @@ def test_check_mode_plans_the_same(tmp_path):
     checked, failed = run_module(sglang_memory_plan.main, args, check_mode=True)
     assert not failed and checked["changed"] is False
     assert (checked["fits"], checked["serves_requested"], checked["verdict"]) == (True, False, False)
-    assert checked["pools"] == {"max_mamba_cache_size": 29, "max_total_num_tokens": 138873, "max_running_requests": 7}
+    assert checked["pools"] == {"max_mamba_cache_size": 22, "max_total_num_tokens": 106290, "max_running_requests": 7}
     applied, failed = run_module(sglang_memory_plan.main, args)
     assert not failed and applied == checked
 
@@ -165,3 +177,72 @@ def test_co_tenants_reach_the_plan_and_its_refusal_names_them():
     assert not failed and result["verdict"] is False
     assert result["reasons"][0].startswith("shared GPUs: sandbox-llm-a (mem_fraction_static 0.45) hold about")
     assert result["breakdown"]["co_tenant_bytes"] > 0
+
+
+# ---- the checkpoint's own bytes: shard headers read like model_files reads them (issue 27) ---------------------------
+
+def write_safetensors(path, tensors):
+    """A real safetensors file: header JSON, then zeroed data of each tensor's size."""
+    offset, header = 0, {}
+    for name, dtype, shape in tensors:
+        count = 1
+        for size in shape:
+            count *= size
+        size = count * {"BF16": 2, "F8_E4M3": 1, "F32": 4}[dtype]
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header).encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + b"\0" * offset)
+    return offset
+
+
+def small_model(tmp_path):
+    """A two-layer MoE config and its two shards (the headers sum to the index's total)."""
+    model = tmp_path / "tiny-moe"
+    model.mkdir()
+    config = {"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 256, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1024,
+              "num_experts": 4, "moe_intermediate_size": 128, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
+    (model / "config.json").write_text(json.dumps(config))
+    first = write_safetensors(model / "a.safetensors", [("model.embed_tokens.weight", "BF16", [1024, 256]),
+                                                        ("model.layers.0.mlp.experts.0.up_proj.weight", "BF16", [128, 256])])
+    second = write_safetensors(model / "b.safetensors", [("lm_head.weight", "BF16", [1024, 256]),
+                                                         ("model.layers.1.mlp.gate.weight", "BF16", [4, 256])])
+    index = {"metadata": {"total_size": first + second},
+             "weight_map": {"model.embed_tokens.weight": "a.safetensors", "lm_head.weight": "b.safetensors"}}
+    (model / "model.safetensors.index.json").write_text(json.dumps(index))
+    return model, first + second
+
+
+def test_the_shards_headers_give_the_exact_bytes(tmp_path):
+    model, total = small_model(tmp_path)
+    result, failed = run_module(sglang_memory_plan.main, {"model_path": str(model), "gpu_memory_mib": 24576})
+    assert not failed, result["msg"]
+    weights = result["model"]["weights"]
+    assert weights["source"] == "safetensors headers (2 shard(s))" and weights["total"] == total
+    assert weights["router"] == 4 * 256 * 2 and weights["experts"] == 128 * 256 * 2
+    assert result["model"]["moe"]["num_experts"] == 4
+
+
+def test_a_hostile_model_directory_is_planned_from_the_index_or_refused(tmp_path):
+    model, total = small_model(tmp_path)
+    args = {"model_path": str(model), "gpu_memory_mib": 24576}
+    # A shard swapped for a FIFO (a download killed and replaced) is never opened: the index's total is used.
+    (model / "b.safetensors").unlink()
+    os.mkfifo(model / "b.safetensors")
+    result, failed = run_module(sglang_memory_plan.main, args)
+    assert not failed and result["model"]["weights"]["total"] == total
+    assert result["model"]["weights"]["source"] == "model.safetensors.index.json metadata.total_size"
+    assert result["model"]["weights"]["headers_problem"] == "b.safetensors is a FIFO, not a regular file"
+    # A shard whose header announces more than the file holds (a half-written download).
+    (model / "b.safetensors").unlink()
+    (model / "b.safetensors").write_bytes((10 ** 6).to_bytes(8, "little") + b"{}")
+    result, failed = run_module(sglang_memory_plan.main, args)
+    assert not failed and "announces a 1000000-byte header in a 10-byte file" in result["model"]["weights"]["headers_problem"]
+    # A config.json that is a symlink out of the model directory is not followed.
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text((model / "config.json").read_text())
+    (model / "config.json").unlink()
+    (model / "config.json").symlink_to(outside)
+    result, failed = run_module(sglang_memory_plan.main, args)
+    assert failed and "config.json is a symlink to" in result["msg"] and "outside the model directory" in result["msg"]
