@@ -17,11 +17,13 @@ each socket operation: a peer that trickles its answer a byte at a time, or neve
 call more than about a second past it; the call then raises ExchangeError ("timed out: no whole answer within 2.0 s
 (...)", saying how far the answer got). In the main thread (a module's process) a SIGALRM timer (signal.setitimer)
 interrupts whatever blocks, and the previous SIGALRM handler is put back afterwards. Where that timer cannot be used -
-not the main thread, a SIGALRM timer already armed by someone else (left alone), a handler installed outside Python,
-no setitimer - each read of the body gets a socket timeout of what is left and takes what has arrived (read1), so the
-body is still bounded, but a peer that trickles its status line and headers is then not (each of its bytes comes
-well within the per-operation timeout). Every socket timeout is at most what is left of the deadline. Name resolution is the system resolver's and
-is not interrupted: a slow resolver can hold a call past the deadline (the call still fails then).
+not the main thread (the canary soak's workers), a SIGALRM timer already armed by someone else (left alone), a handler
+installed outside Python, no setitimer - a watchdog timer shuts the exchange's socket down at the deadline instead:
+every socket this thread connects while the exchange runs is registered (http.client connects through
+socket.create_connection, which this module wraps once; the wrapper only records, for a thread inside an exchange),
+and a blocked read of a trickled status line, headers or body then returns at once. Each read of the body also gets a
+socket timeout of what is left and takes what has arrived (read1). Name resolution is the system resolver's and is not
+interrupted: a slow resolver can hold a call past the deadline (the call still fails then).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import contextlib
 import http.client
 import json
 import signal
+import socket
 import threading
 import time
 
@@ -97,12 +100,60 @@ def _alarm_usable():
     return signal.getitimer(signal.ITIMER_REAL)[0] == 0 and signal.getsignal(signal.SIGALRM) is not None
 
 
+_THREAD = threading.local()
+_CREATE_CONNECTION = socket.create_connection
+
+
+def _recording_create_connection(*args, **kwargs):
+    """socket.create_connection, which also records the socket for the watchdog of the exchange this thread is in."""
+    sock = _CREATE_CONNECTION(*args, **kwargs)
+    sockets = getattr(_THREAD, "sockets", None)
+    if sockets is not None:
+        sockets.append(sock)
+    return sock
+
+
+def _install_recording():
+    # http.client.HTTPConnection takes socket.create_connection when it is built: wrapped before any exchange.
+    if socket.create_connection is not _recording_create_connection:
+        socket.create_connection = _recording_create_connection
+
+
+@contextlib.contextmanager
+def _watchdog(clock):
+    """Shut down the sockets this thread connects inside the block when ``clock``'s deadline passes (where the SIGALRM
+    timer cannot be used); the timer is cancelled however the block ends."""
+    if clock.end is None:
+        yield
+        return
+    _install_recording()
+    sockets = []
+    _THREAD.sockets = sockets
+
+    def expire():
+        for sock in list(sockets):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    timer = threading.Timer(max(clock.remaining(), 0.001), expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        _THREAD.sockets = None
+
+
 @contextlib.contextmanager
 def _alarm(clock):
     """A SIGALRM timer that raises _DeadlinePassed at ``clock``'s deadline where it can be used (see the module's
     docstring); the previous handler is restored and the timer disarmed however the block ends."""
     if clock.end is None or not _alarm_usable():
-        yield
+        with _watchdog(clock):
+            yield
         return
     armed = [True]
 
@@ -117,7 +168,8 @@ def _alarm(clock):
     except (ValueError, OSError):  # not the main thread after all
         previous = None
     if previous is None:
-        yield
+        with _watchdog(clock):
+            yield
         return
     try:
         # setitimer(0) would disarm: a deadline already passed fires at once instead.
