@@ -207,7 +207,9 @@ def _read_bounded(response, max_bytes, clock):
     read = getattr(response, "read1", None) or response.read
     while True:
         left = clock.socket_timeout()
-        if sock is not None and left is not None:
+        # Python 3.13's read1 closes the connection as soon as the body is complete (3.11 does on the next read): a
+        # socket closed under us takes no timeout, and the next read returns the end.
+        if sock is not None and left is not None and sock.fileno() != -1:
             sock.settimeout(max(left, 0.001))
         try:
             chunk = read(min(65536, max_bytes + 1 - total))

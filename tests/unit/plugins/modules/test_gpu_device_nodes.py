@@ -6,11 +6,8 @@ import os
 
 import pytest
 
-from ansible.executor.task_result import TaskResult
-from ansible.inventory.host import Host
-from ansible.playbook.task import Task
-
 from ansible_collections.llmops.serving.plugins.modules import gpu_device_nodes
+from ansible_collections.llmops.serving.tests.support.task_result import ansible_task_result
 from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
 
 
@@ -54,7 +51,7 @@ def test_a_directory_among_the_matches_does_not_make_ansible_call_the_task_skipp
     # Ansible show the task as SKIPPED and `is skipped` true. ansible-core's own TaskResult decides here.
     result, failed = run_module(gpu_device_nodes.main, {"patterns": ["%s/nvidia*" % dev]})
     assert not failed and "%s/nvidia-caps" % dev in result["other_files"]
-    task_result = TaskResult(Host("pve"), Task(), result, {})
+    task_result = ansible_task_result("pve", result)
     assert not task_result.is_skipped() and not task_result.is_failed() and not task_result.is_changed()
     assert not set(result) & {"skipped", "failed", "unreachable", "results", "ansible_facts", "invocation"}
 

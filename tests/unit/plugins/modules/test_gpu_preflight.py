@@ -12,11 +12,8 @@ import stat
 
 import pytest
 
-from ansible.executor.task_result import TaskResult
-from ansible.inventory.host import Host
-from ansible.playbook.task import Task
-
 from ansible_collections.llmops.serving.plugins.modules import gpu_preflight
+from ansible_collections.llmops.serving.tests.support.task_result import ansible_task_result
 from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
 from ansible_collections.llmops.serving.tests.unit.plugins.module_utils.preflight_data import H200, captured, public
 
@@ -144,7 +141,7 @@ def test_a_healthy_node_has_only_the_path_as_info(node):
     assert result["gpus"][0]["sysfs_link"]["current_width"] == 16 and result["gpus"][0]["in_deployment"]
     assert result["uvm"] == {"major": 1, "node": {"exists": True, "char": True, "major": 1, "minor": 3}}
     assert result["kernels"]["next_boot"] == NEXT and result["skipped_checks"] == []
-    task_result = TaskResult(Host("pve"), Task(), result, {})
+    task_result = ansible_task_result("pve", result)
     assert not task_result.is_skipped() and not task_result.is_failed() and not task_result.is_changed()
 
 
@@ -257,7 +254,7 @@ def test_the_container_scope_skips_what_only_the_node_sees(node, tmp_path):
     assert [entry["check"] for entry in result["skipped_checks"]] == ["topology", "acs", "iommu", "kernel_module_build"]
     assert result["topology"] is None and result["kernels"] is None and "pcie_path" not in result["gpus"][0]
     assert checks_of(result) == []  # nvidia-smi says x16: the container judges the link by nvidia-smi only
-    task_result = TaskResult(Host("ct"), Task(), result, {})
+    task_result = ansible_task_result("ct", result)
     assert not task_result.is_skipped()
 
 
