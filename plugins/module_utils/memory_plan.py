@@ -76,13 +76,9 @@ from ansible_collections.llmops.serving.plugins.module_utils.model_config import
 MIB = 1 << 20
 GIB = 1 << 30
 
-ARITHMETIC_0_5_23 = "0.5.23"
-ARITHMETIC_0_5_9 = "0.5.9"
-# The two releases whose arithmetic was followed step by step; any release from sglang_releases.OLDEST on is planned
+# The default arithmetic: the release this collection installs. Any release from sglang_releases.OLDEST on is planned
 # with its behaviours (sglang_releases.behaviours).
-ARITHMETICS = (ARITHMETIC_0_5_23, ARITHMETIC_0_5_9)
-# The default arithmetic: the release this collection installs.
-SGLANG_VERSION = ARITHMETIC_0_5_23
+SGLANG_VERSION = "0.5.23"
 
 # mem_cache/kv_cache_configurator.py (module constants).
 MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3

@@ -136,6 +136,10 @@ def parse_model_config(config, hf_quant_config=None):
         depth = vision_config.get("depth", 0)
         if isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth <= MAX_LAYERS:
             raise ModelConfigError("config.json vision_config depth=%r is not a layer count" % (depth,))
+        for key in ("hidden_size", "intermediate_size", "out_hidden_size", "spatial_merge_size"):
+            value = vision_config.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ModelConfigError("config.json vision_config %s=%r is not a size" % (key, value))
         vision = {
             "depth": vision_config.get("depth", 0),
             "hidden_size": vision_config.get("hidden_size", 0),
@@ -204,15 +208,21 @@ def _moe(text, layers):
     inter = text.get("moe_intermediate_size") or text.get("intermediate_size")
     if isinstance(inter, bool) or not isinstance(inter, int) or inter <= 0:
         raise ModelConfigError("config.json has experts but no positive moe_intermediate_size")
-    shared = text.get("shared_expert_intermediate_size") or 0
+    shared = _positive_int(text, "shared_expert_intermediate_size", 0) if text.get("shared_expert_intermediate_size") else 0
     if not shared and text.get("n_shared_experts"):
-        shared = int(text["n_shared_experts"]) * inter
-    skipped = set(text.get("mlp_only_layers") or [])
+        shared = _positive_int(text, "n_shared_experts") * inter
+    skipped = text.get("mlp_only_layers") or []
+    if not isinstance(skipped, list) or not all(isinstance(index, int) and not isinstance(index, bool) for index in skipped):
+        raise ModelConfigError("config.json mlp_only_layers is not a list of layer numbers")
+    skipped = set(skipped)
     if "first_k_dense_replace" in text:
-        first, every = int(text.get("first_k_dense_replace") or 0), int(text.get("moe_layer_freq") or 1)
+        first = text.get("first_k_dense_replace") or 0
+        if isinstance(first, bool) or not isinstance(first, int) or first < 0:
+            raise ModelConfigError("config.json first_k_dense_replace=%r is not a layer count" % (first,))
+        every = _positive_int(text, "moe_layer_freq", 1)
         sparse = [index for index in range(layers) if index >= first and index % every == 0]
     else:
-        step = int(text.get("decoder_sparse_step") or 1)
+        step = _positive_int(text, "decoder_sparse_step", 1)
         sparse = [index for index in range(layers) if index not in skipped and (index + 1) % step == 0]
     return {"num_experts": experts, "experts_per_token": text.get("num_experts_per_tok"),
             "moe_intermediate_size": inter, "shared_intermediate_size": int(shared),

@@ -280,9 +280,9 @@ def read_json_bounded(model_dir, real_path, info, limit):
 
 
 def read_index(model_dir):
-    """The weight index: {"present", "shards" (sorted), "weight_map", "error", "unsafe"}."""
+    """The weight index: {"present", "shards" (sorted), "weight_map", "error", "unsafe", "index" (the parsed JSON)}."""
     found = model_dir.inspect(INDEX)
-    result = {"present": found.state == "file", "shards": [], "weight_map": {}, "error": None, "unsafe": []}
+    result = {"present": found.state == "file", "shards": [], "weight_map": {}, "error": None, "unsafe": [], "index": None}
     if found.state == "missing":
         return result
     if found.state != "file":
@@ -292,6 +292,7 @@ def read_index(model_dir):
     if error:
         result["error"] = "%s %s" % (INDEX, error)
         return result
+    result["index"] = value
     weight_map = value.get("weight_map") if isinstance(value, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         result["error"] = "%s has no weight_map of tensor names to shard files" % INDEX
@@ -392,12 +393,12 @@ def read_for_plan(path):
     quant, error = _read_json_file(model_dir, HF_QUANT_CONFIG, MAX_CONFIG_BYTES)
     if error:
         raise ModelDirError(error)
-    index, error = _read_json_file(model_dir, INDEX, MAX_INDEX_BYTES)
-    if error:
-        raise ModelDirError(error)
-    result = {"config": config, "hf_quant_config": quant, "index": index, "headers": None, "headers_problem": None}
-    if index is not None:
-        listed = read_index(model_dir)
+    # The index is read once, as check() reads it; one that cannot be read is an error, as before.
+    listed = read_index(model_dir)
+    if listed["present"] and listed["index"] is None:
+        raise ModelDirError(listed["error"])
+    result = {"config": config, "hf_quant_config": quant, "index": listed["index"], "headers": None, "headers_problem": None}
+    if listed["present"]:
         shards = listed["shards"]
         problem = listed["error"] or (listed["unsafe"][0] if listed["unsafe"] else None)
     else:

@@ -243,6 +243,9 @@ def _compressed_tensors(config, dtype_bytes):
     if kind == "float" and bits == 8:
         if strategy == "block":
             block = weights.get("block_structure")
+            if not (isinstance(block, list) and len(block) == 2
+                    and all(isinstance(item, int) and not isinstance(item, bool) and item > 0 for item in block)):
+                raise UnsupportedFormat("compressed-tensors block_structure=%r is not two positive integers" % (block,))
             return WeightFormat("compressed-tensors", "compressed-tensors fp8, block %r" % (block,), dtype_bytes, skip,
                                 quantize_only, lm_head, kind="fp8", block=block)
         if strategy not in ("tensor", "channel"):

@@ -241,3 +241,20 @@ def test_a_pattern_that_names_one_expert_is_honoured():
     experts_in_bf16 = model_config.weight_bytes(model_config.parse_model_config(regex))["experts"]
     # Experts 10-19 of each of the 48 layers stay bf16, the other 118 are fp8 with a bf16 scale per row.
     assert experts_in_bf16 == 48 * (10 * expert * 2 + 118 * (expert + 2 * (768 + 768 + 2048) * 2 // 2))
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"num_experts": 4, "moe_intermediate_size": 8, "decoder_sparse_step": 0}, "decoder_sparse_step=0 is not a positive"),
+    ({"num_experts": 4, "moe_intermediate_size": 8, "mlp_only_layers": [[1]]}, "mlp_only_layers is not a list"),
+    ({"num_experts": 4, "moe_intermediate_size": 8, "first_k_dense_replace": "1"}, "first_k_dense_replace='1'"),
+    ({"num_experts": 4, "moe_intermediate_size": 8, "n_shared_experts": "2"}, "n_shared_experts='2'"),
+    ({"vision_config": {"depth": 2, "hidden_size": "1152"}}, "vision_config hidden_size='1152' is not a size"),
+    ({"quantization_config": {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {
+        "num_bits": 8, "type": "float", "strategy": "block", "block_structure": "128x128"}}}}}, "block_structure='128x128'"),
+])
+def test_a_malformed_config_is_refused_by_name_not_crashed_on(change, message):
+    config = {"architectures": ["X"], "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "vocab_size": 100, "intermediate_size": 128}
+    config.update(change)
+    with pytest.raises(model_config.ModelConfigError, match=message):
+        model_config.weight_bytes(model_config.parse_model_config(config))
