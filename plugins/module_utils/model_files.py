@@ -486,7 +486,7 @@ def check(path, expected=None, verify="hash", use_cache=True, write_cache=True):
     tensors_by_shard = {}
     for tensor, shard in index.pop("weight_map").items():
         tensors_by_shard.setdefault(shard, []).append(tensor)
-    result["index"] = dict(index, present=index["present"], shards=len(index["shards"]))
+    result["index"] = dict({key: value for key, value in index.items() if key != "index"}, shards=len(index["shards"]))
 
     names = {}
     if expected is None:
