@@ -458,10 +458,22 @@ def rolled_out(run):
     return sorted({item.host for item in run.results if item.play == ROLLOUT_PLAY})
 
 
+LEASES = SANDBOX / "node-root" / "run" / "lock" / "llmops-serving"
+
+
 def test_unchanged_rerun_changes_nothing(sandbox):
     before = dict((host, unit_state(host)) for host in HOSTS)
-    run = playbook("deploy.yml")
+    # A second deploy started while this one plans (issue 30): refused by the first play, before any change, naming
+    # this run, which goes on as if alone.
+    second = ["env", "-u", "LLMOPS_TEST_RUN_ARGV", "-u", "LLMOPS_TEST_KILL_AT_TASK", "-u", "ANSIBLE_CALLBACK_PLUGINS",
+              program("ansible-playbook")] + inventory_args(INVENTORY) + ["deploy.yml"]
+    run, said = faulted_playbook("deploy.yml", "Compare what this run would deploy with the last verified rollout",
+                                 second, in_play="Plan the rollout")
     assert run.rc == 0, run.summary()
+    assert not said.startswith("0\n") and "Another run is deploying; nothing was changed." in said, said[-3000:]
+    for host in HOSTS:
+        assert "%s: run " % host in said and "is still running" in said, said[-3000:]
+    assert sorted(path.name for path in LEASES.iterdir() if not path.name.endswith(".lock")) == []
     assert run.changed_tasks() == []
     # The plan found nothing to deploy: both containers were only verified, in parallel, none entered the cutover.
     plan = json.loads((REPORTS / "rollout-plan.json").read_text())
@@ -938,6 +950,10 @@ def test_a_change_for_one_container_cuts_over_only_that_one(sandbox):
         assert unit_state("llm-qwen-b") == restarted and running_deployment("llm-qwen-b") == recorded
         run = playbook("deploy.yml")
         assert run.rc == 0, run.summary()
+        # Each killed run left its deploy leases; each next run took them over (their ansible-playbook was gone).
+        taken = run.task_results("Take the container's deploy lease")
+        assert [result.get("holder_state") for result in taken] == ["gone"] * len(HOSTS), taken
+        assert sorted(path.name for path in LEASES.iterdir() if not path.name.endswith(".lock")) == []
         plan = json.loads((REPORTS / "rollout-plan.json").read_text())
         assert unit_state("llm-qwen-b") == restarted, "the restart was repeated"
         assert record("llm-qwen-b")["deployment_id"] == recorded and summary("llm-qwen-b")["deployment_id"] == recorded

@@ -73,6 +73,7 @@ OVERLAY = {
     "sandbox_pve_state": PATH,
     "sglang_verify_summary_dir": PATH,                # reports in the sandbox, not in the example's directory
     "llmops_rollout_report_dir": PATH,
+    "llmops_deploy_lease_dir": PATH,                  # the stand-in root's /run/lock
     "sglang_router_report_dir": PATH,
     "cuda_toolkit_repo_options": SIMULATOR,           # the stand-in repository is unsigned
     "sglang_service_server_command": SIMULATOR,       # sglang-sim
