@@ -11,6 +11,12 @@ not installed, ``added`` (no kernel) when only the source is registered, and som
 and ``<boot_dir>/vmlinuz-<version>`` beside it. The kernel booted next is the newest installed one by version order
 (Proxmox's proxmox-boot-tool and Debian's GRUB both sort that way), unless ``proxmox-boot-tool kernel pin`` wrote
 ``/etc/kernel/proxmox-boot-pin`` (``--next-boot`` writes ``next-boot-pin`` beside it, which wins once).
+
+NVIDIA's installer registers the dkms module ``nvidia`` and installs ``nvidia.ko``; Debian's ``nvidia-kernel-dkms`` and
+``nvidia-open-kernel-dkms`` (which Proxmox VE nodes install from Debian's non-free) register ``nvidia-current`` and
+``nvidia-current-open`` and install ``nvidia-current.ko`` / ``nvidia-current-open.ko`` (their dkms.conf: PACKAGE_NAME,
+DEST_MODULE_NAME[0]="$PACKAGE_NAME"). When a module is not built for a kernel, the driver and kernel pairs known not to
+build (KNOWN_BUILD_FAILURES) name the cause and the release that fixes it.
 """
 
 from __future__ import annotations
@@ -28,6 +34,31 @@ _PROBLEM = re.compile(r"^\s*(?:Error!|Warning)|/dkms/nvidia", re.IGNORECASE)
 MAX_LINES = 5000
 MAX_WALK_ENTRIES = 100000
 NEXT_BOOT_PIN = "next-boot-pin"
+# The dkms names of NVIDIA's kernel module, and the file name of its main module for each (see the docstring).
+NVIDIA_DKMS_MODULES = ("nvidia", "nvidia-current", "nvidia-current-open")
+DEBIAN_DKMS_MODULES = ("nvidia-current", "nvidia-current-open")
+MODULE_FILE_PREFIXES = tuple(name + ".ko" for name in NVIDIA_DKMS_MODULES)
+# Driver and kernel pairs known not to build, each with its source; a predicate on (dkms module, driver version,
+# kernel version as a number tuple) and what to say. Only used for a kernel that has no module built.
+KNOWN_BUILD_FAILURES = (
+    {"applies": lambda module, version, kernel: (module in DEBIAN_DKMS_MODULES and version == "550.163.01"
+                                                 and kernel is not None and (6, 17) <= kernel < (7,)),
+     "what": "Debian trixie's nvidia-kernel-dkms 550.163.01-2 does not build for Linux 6.17 (drm_fb_create_takes_format_info, "
+             "Debian bugs #1119901 and #1119308); 550.163.01-4 fixes it",
+     "fix": "when dpkg -l nvidia-kernel-dkms shows 550.163.01-2 or -3, upgrade the driver packages to trixie-backports' "
+            "550.163.01-4~bpo13+1 or later (apt install -t trixie-backports nvidia-driver nvidia-kernel-dkms), then dkms "
+            "autoinstall -k {kernel}"},
+    {"applies": lambda module, version, kernel: (module == "nvidia" and kernel is not None and kernel >= (7,)
+                                                 and _release(version) is not None
+                                                 and (_release(version) in ((580, 119, 2), (580, 126, 18))
+                                                      or (595,) <= _release(version) < (595, 91, 7)
+                                                      or (610,) <= _release(version) < (610, 57, 4))),
+     "what": "NVIDIA's driver {version} lacks the Linux 7.0 build fixes of 595.91.07 and 610.57.04 (580.119.02, 580.126.18 "
+             "and 595.71.05 are reported not to build there; 595.71.05 \"still tries to use screen_info struct which was "
+             "refactored in 7.0\")",
+     "fix": "install NVIDIA's driver 595.91.07 (or 610.57.04) or later (NVIDIA/open-gpu-kernel-modules pull request 1168: "
+            "\"No longer needed since 595.91.07 and 610.57.04\"), or boot a 6.x kernel"},
+)
 
 
 def parse_dkms_status(text):
@@ -51,6 +82,12 @@ def parse_dkms_status(text):
         else:
             other.append(line)
     return {"entries": entries, "other": other}
+
+
+def _release(version):
+    """A version's leading numbers as a tuple: ``6.17.13-2-pve`` -> (6, 17, 13); None without a leading number."""
+    match = re.match(r"^(\d+(?:\.\d+)*)", version or "")
+    return tuple(int(part) for part in match.group(1).split(".")) if match else None
 
 
 def version_key(version):
@@ -89,14 +126,19 @@ def next_boot_kernel(kernels, pin):
     return kernels[-1] if kernels else None
 
 
+def _is_module_file(name):
+    return name.startswith(MODULE_FILE_PREFIXES)
+
+
 def module_files(modules_root, kernel):
-    """Paths of ``nvidia.ko*`` built for ``kernel``: the dkms and the installer's usual places first, then anywhere
-    in its tree (a bounded walk that does not follow links such as ``build``)."""
+    """Paths of the NVIDIA module (``nvidia.ko*``, Debian's ``nvidia-current.ko*``, ``nvidia-current-open.ko*``) built
+    for ``kernel``: the dkms and the installer's usual places first, then anywhere in its tree (a bounded walk that does
+    not follow links such as ``build``)."""
     tree = os.path.join(modules_root, kernel)
     found = []
     for directory in (os.path.join(tree, "updates", "dkms"), os.path.join(tree, "kernel", "drivers", "video")):
         try:
-            found.extend(os.path.join(directory, name) for name in sorted(os.listdir(directory)) if name.startswith("nvidia.ko"))
+            found.extend(os.path.join(directory, name) for name in sorted(os.listdir(directory)) if _is_module_file(name))
         except OSError:
             continue
     if found:
@@ -104,17 +146,36 @@ def module_files(modules_root, kernel):
     seen = 0
     for directory, subdirectories, names in os.walk(tree):
         seen += len(names) + len(subdirectories)
-        found.extend(os.path.join(directory, name) for name in sorted(names) if name.startswith("nvidia.ko"))
+        found.extend(os.path.join(directory, name) for name in sorted(names) if _is_module_file(name))
         if found or seen > MAX_WALK_ENTRIES:
             break
     return found
 
 
+def nvidia_entries(status):
+    """dkms's lines about NVIDIA's module (any of NVIDIA_DKMS_MODULES)."""
+    return [entry for entry in (status["entries"] if status else []) if entry["module"] in NVIDIA_DKMS_MODULES]
+
+
 def dkms_installed(status, kernel):
-    """The dkms line saying ``nvidia`` is installed for ``kernel``, else None."""
-    for entry in status["entries"] if status else []:
-        if entry["module"] == "nvidia" and entry["kernel"] == kernel and entry["state"] == "installed":
+    """The dkms line saying NVIDIA's module is installed for ``kernel``, else None."""
+    for entry in nvidia_entries(status):
+        if entry["kernel"] == kernel and entry["state"] == "installed":
             return entry["line"]
+    return None
+
+
+def known_build_failure(status, kernel):
+    """(what, fix) of the first KNOWN_BUILD_FAILURES entry that fits the NVIDIA module dkms knows (its entry for
+    ``kernel`` first, then the others) and ``kernel``; None when none fits."""
+    entries = nvidia_entries(status)
+    entries.sort(key=lambda entry: entry["kernel"] != kernel)
+    release = _release(kernel)
+    for entry in entries:
+        for known in KNOWN_BUILD_FAILURES:
+            if known["applies"](entry["module"], entry["version"], release):
+                values = {"module": entry["module"], "version": entry["version"], "kernel": kernel}
+                return known["what"].format(**values), known["fix"].format(**values)
     return None
 
 
@@ -156,7 +217,7 @@ def build_findings(state, status):
     for it and dkms does not say installed. The evidence is dkms's nvidia lines (or that it lists none) and its own
     error lines, then the module tree searched."""
     findings = []
-    nvidia_lines = [entry["line"] for entry in (status["entries"] if status else []) if entry["module"] == "nvidia"]
+    nvidia_lines = [entry["line"] for entry in nvidia_entries(status)]
     problems = problem_lines(status)
     for role, kernel in (("running", state["running"]), ("next boot", state["next_boot"])):
         if not kernel or (role == "next boot" and kernel == state["running"]):
@@ -166,7 +227,8 @@ def build_findings(state, status):
             continue
         evidence = nvidia_lines[:4] or ["dkms status lists no nvidia module"]
         evidence += problems[:max(0, 5 - len(evidence))]
-        evidence.append("no nvidia.ko* under the module tree of %s" % kernel)
+        evidence.append("no nvidia.ko* or nvidia-current*.ko* under the module tree of %s" % kernel)
+        known = known_build_failure(status, kernel)
         if role == "running":
             what = "no NVIDIA kernel module is built for the running kernel %s" % kernel
             consequence = "the driver cannot be loaded on this kernel: no GPU is usable until it is built"
@@ -175,6 +237,9 @@ def build_findings(state, status):
                 kernel, " (pinned in %s)" % state["pin_file"] if state["pin"] == kernel else " (the newest installed)")
             consequence = "the next reboot comes up without the NVIDIA driver: every GPU container fails to start its server"
         fix = "apt install %s, then dkms autoinstall -k %s (or reinstall the driver for that kernel)" % (headers_package(kernel), kernel)
+        if known:
+            what += ": %s" % known[0]
+            fix = known[1]
         if role == "next boot":
             fix += "; or keep booting the working kernel: proxmox-boot-tool kernel pin %s" % state["running"]
         findings.append(Finding("nvidia_module_not_built", "error", "kernel %s (%s)" % (kernel, role), what, evidence,

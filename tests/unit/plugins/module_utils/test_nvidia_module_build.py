@@ -9,6 +9,7 @@ trees around them are synthetic, as are SYNTHETIC_STATUS's lines, labelled as su
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -193,7 +194,7 @@ def test_real_dkms_error_lines_then_original_module_exists(tmp_path):
     assert (finding.check, finding.severity, finding.subject) == ("nvidia_module_not_built", "error", "kernel %s (running)" % FEDORA[2])
     assert finding.evidence == ["dkms status lists no nvidia module", "Error! Could not locate dkms.conf file.",
                                 "File: /var/lib/dkms/nvidia/390.48/source/dkms.conf does not exist.",
-                                "no nvidia.ko* under the module tree of %s" % FEDORA[2]]
+                                "no nvidia.ko* or nvidia-current*.ko* under the module tree of %s" % FEDORA[2]]
     assert finding.fix.startswith("apt install linux-headers-%s, then dkms autoinstall -k %s" % (FEDORA[2], FEDORA[2]))
 
 
@@ -220,7 +221,7 @@ def test_real_added_only_leaves_the_next_boot_kernel_without_a_module(tmp_path):
     paths = tree(tmp_path, ["6.3.9-zen1-1-zen", "6.4.1-zen1-1-zen"])
     [finding] = findings_for(paths, "6.3.9-zen1-1-zen", status, loaded="/sys/module/nvidia")
     assert (finding.check, finding.severity, finding.subject) == ("nvidia_module_not_built", "error", "kernel 6.4.1-zen1-1-zen (next boot)")
-    assert finding.evidence == ["nvidia/390.157: added", "no nvidia.ko* under the module tree of 6.4.1-zen1-1-zen"]
+    assert finding.evidence == ["nvidia/390.157: added", "no nvidia.ko* or nvidia-current*.ko* under the module tree of 6.4.1-zen1-1-zen"]
     assert "the kernel the node boots next (the newest installed)" in finding.what
     assert finding.fix.startswith("apt install linux-headers-6.4.1-zen1-1-zen, then dkms autoinstall -k 6.4.1-zen1-1-zen")
     assert finding.fix.endswith("proxmox-boot-tool kernel pin 6.3.9-zen1-1-zen")
@@ -239,3 +240,74 @@ def test_real_pve_line_with_the_diff_warning_is_installed_but_not_nvidia(tmp_pat
     assert finding.subject == "kernel 6.11.11-2-pve (running)"
     assert finding.evidence[0] == "dkms status lists no nvidia module"
     assert finding.fix.startswith("apt install proxmox-headers-6.11.11-2-pve, then dkms autoinstall -k 6.11.11-2-pve")
+
+
+# --------------------------------------------------------------------------- Debian's packages, Proxmox VE 9 kernels
+
+# Debian's dkms.conf (first lines, verbatim from the .deb files of deb.debian.org: nvidia-kernel-dkms 535.261.03-1 in
+# bookworm and 550.163.01-2 in trixie, nvidia-open-kernel-dkms 550.163.01-2 in trixie): the module's dkms name.
+DEBIAN_DKMS_CONF = {"dkms-conf-debian-nvidia-kernel-dkms-535.261.03-1.conf": "nvidia-current",
+                    "dkms-conf-debian-nvidia-kernel-dkms-550.163.01-2.conf": "nvidia-current",
+                    "dkms-conf-debian-nvidia-open-kernel-dkms-550.163.01-2.conf": "nvidia-current-open"}
+
+
+@pytest.mark.parametrize("name, package", sorted(DEBIAN_DKMS_CONF.items()))
+def test_the_module_names_and_kernel_rule_are_debians_own(name, package):
+    conf = dict(line.split("=", 1) for line in public(name).splitlines() if "=" in line and not line.startswith("#"))
+    assert conf["PACKAGE_NAME"] == '"%s"' % package and package in build.DEBIAN_DKMS_MODULES
+    # BUILD_EXCLUSIVE_KERNEL="^(3\.[1-9][0-9]|[4-9]\.)" takes 4.x to 9.x: dkms does try Linux 7.x (it may fail there).
+    assert re.match(conf["BUILD_EXCLUSIVE_KERNEL"].strip('"'), "7.0.14-1-pve")
+
+
+# Synthetic lines in dkms 3's format (dkms's do_status: "<module>/<version>, <kernel>, <arch>: <state>"), with Debian's
+# module name; kernels as Proxmox VE 9.1 (6.17) and 9.2 (7.0) name them.
+PVE9 = ["6.17.13-2-pve", "7.0.14-1-pve"]
+
+
+def test_debians_module_installed_for_the_next_kernel_is_no_finding(tmp_path):
+    paths = tree(tmp_path, PVE9)
+    (tmp_path / "lib/modules" / PVE9[1] / "updates/dkms").mkdir(parents=True)
+    (tmp_path / "lib/modules" / PVE9[1] / "updates/dkms/nvidia-current.ko.xz").write_text("")
+    status = build.parse_dkms_status("nvidia-current/550.163.01, %s, x86_64: installed\n" % PVE9[0])
+    # The running kernel: dkms says installed; the next one: Debian's module file is there (before: both "not built").
+    assert findings_for(paths, PVE9[0], status) == []
+    assert build.dkms_installed(status, PVE9[0]).startswith("nvidia-current/550.163.01")
+    # The open variant's dkms name counts the same.
+    open_status = build.parse_dkms_status("nvidia-current-open/550.163.01, %s, x86_64: installed\n" % PVE9[0])
+    assert build.dkms_installed(open_status, PVE9[0]) is not None
+    # A module of another name that starts with nvidia (GPUDirect Storage's) is not the driver.
+    assert build.dkms_installed(build.parse_dkms_status("nvidia-fs/2.20.5, %s, x86_64: installed\n" % PVE9[0]), PVE9[0]) is None
+
+
+def test_a_next_kernel_7_with_debians_driver_has_no_known_cause_and_gets_the_generic_fix(tmp_path):
+    paths = tree(tmp_path, PVE9, module_in=[PVE9[0]])
+    status = build.parse_dkms_status("nvidia-current/550.163.01, %s, x86_64: installed\n" % PVE9[0])
+    [finding] = findings_for(paths, PVE9[0], status)
+    assert finding.subject == "kernel 7.0.14-1-pve (next boot)" and finding.what.endswith("(the newest installed)")
+    assert finding.fix == ("apt install proxmox-headers-7.0.14-1-pve, then dkms autoinstall -k 7.0.14-1-pve (or reinstall "
+                           "the driver for that kernel); or keep booting the working kernel: proxmox-boot-tool kernel pin "
+                           "6.17.13-2-pve")
+
+
+def test_trixies_550_163_01_on_6_17_names_the_backports_release(tmp_path):
+    paths = tree(tmp_path, ["6.14.11-4-pve", PVE9[0]], module_in=["6.14.11-4-pve"])
+    status = build.parse_dkms_status("nvidia-current/550.163.01, 6.14.11-4-pve, x86_64: installed\n")
+    [finding] = findings_for(paths, "6.14.11-4-pve", status)
+    assert "550.163.01-2 does not build for Linux 6.17" in finding.what
+    assert "trixie-backports' 550.163.01-4~bpo13+1" in finding.fix and "dkms autoinstall -k 6.17.13-2-pve" in finding.fix
+    # The same driver on a 6.14 kernel it did not build for: no known cause, the generic fix.
+    (tmp_path / "b").mkdir()
+    [generic] = findings_for(tree(tmp_path / "b", ["6.8.12-9-pve", "6.14.11-4-pve"], module_in=["6.8.12-9-pve"]),
+                             "6.8.12-9-pve", build.parse_dkms_status("nvidia-current/550.163.01, 6.8.12-9-pve, x86_64: installed\n"))
+    assert generic.fix.startswith("apt install proxmox-headers-6.14.11-4-pve, then dkms autoinstall -k 6.14.11-4-pve")
+
+
+@pytest.mark.parametrize("version, known", [("580.119.02", True), ("580.126.18", True), ("595.71.05", True),
+                                            ("595.91.07", False), ("610.57.04", False), ("610.43.01", True),
+                                            ("580.159.04", False)])
+def test_nvidias_releases_reported_not_to_build_for_7_0(tmp_path, version, known):
+    paths = tree(tmp_path, PVE9, module_in=[PVE9[0]])
+    status = build.parse_dkms_status("nvidia/%s, %s, x86_64: installed\n" % (version, PVE9[0]))
+    [finding] = findings_for(paths, PVE9[0], status)
+    assert ("lacks the Linux 7.0 build fixes of 595.91.07 and 610.57.04" in finding.what) is known
+    assert finding.fix.startswith("install NVIDIA's driver 595.91.07") is known

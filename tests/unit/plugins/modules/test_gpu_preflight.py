@@ -384,7 +384,7 @@ def test_dkms_error_lines_on_stderr_are_the_evidence(node, tmp_path):
     assert failed and checks_of(result, "error") == [("nvidia_module_not_built", "kernel %s (running)" % RUNNING)]
     assert result["findings"][0]["evidence"] == [
         "dkms status lists no nvidia module", "Error! Could not locate dkms.conf file.",
-        "File: /var/lib/dkms/nvidia/390.48/source/dkms.conf does not exist.", "no nvidia.ko* under the module tree of %s" % RUNNING]
+        "File: /var/lib/dkms/nvidia/390.48/source/dkms.conf does not exist.", "no nvidia.ko* or nvidia-current*.ko* under the module tree of %s" % RUNNING]
 
 
 BOOT_ID = "0f5c3c8e-5a57-4c8b-9d1e-2f3a4b5c6d7e"
