@@ -21,7 +21,7 @@ OUTDIR/wheels/                                   sglang-sim and the stand-in sgl
   with --hub-wheels: the real huggingface_hub       the stand-in sglang depends on it as the real one does (its `hf`
   and its dependencies, copied from DIR            downloads the model); scripts/hub-wheels.sh downloads them from PyPI
 OUTDIR/models/Qwen3.6-27B/                       pre-staged model directory (simulators/standins/models)
-OUTDIR/router-wheels/                            with --router-wheels: the real sglang-router and its dependencies,
+OUTDIR/router-wheels/                            with --router-wheels: the real router (smg) and its dependencies,
                                                  copied from DIR (scripts/router-wheels.sh downloads them from PyPI)
 OUTDIR/MANIFEST.json                             every file's sha256 and size, the options and the inputs' digest
 
@@ -179,7 +179,7 @@ def expected_layout(options):
     ] + [f"wheels/sglang-{release['version']}-py3-none-any.whl" for release in FAULTY_SGLANG_RELEASES] + [
         f"models/{MODEL}/config.json",
         f"models/{MODEL}/.cache/huggingface/download/config.json.metadata",
-    ] + (["router-wheels/sglang_router-*.whl"] if options.get("router_wheels") else []) + (
+    ] + (["router-wheels/*.whl"] if options.get("router_wheels") else []) + (
         ["wheels/huggingface_hub-*.whl"] if options.get("hub_wheels") else [])
 
 
@@ -368,7 +368,7 @@ def parse_args(argv):
     parser.add_argument("--ledger-dir", default="/srv/host-gpu-memory-ledger",
                         help="the node's GPU memory ledger inside the containers (where pve-sim shows the GPU kit's)")
     parser.add_argument("--mount-point", default="/srv/llmops-mirror", help="where the containers see OUTDIR")
-    parser.add_argument("--router-wheels", metavar="DIR", help="directory of the sglang-router wheels to serve")
+    parser.add_argument("--router-wheels", metavar="DIR", help="directory of the router's wheels to serve")
     parser.add_argument("--hub-wheels", metavar="DIR",
                         help="directory of the huggingface_hub wheels (and its dependencies) to serve beside sglang's")
     args = parser.parse_args(argv)

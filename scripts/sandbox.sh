@@ -205,7 +205,7 @@ prepare() {
   check_searchable "$SANDBOX_DIR"
   "$VENV/bin/python" "$REPO_ROOT/scripts/sandbox-inventory.py" "${SANDBOX_CONTAINERS:-2}" \
     --model-nodes "${SANDBOX_MODEL_NODES:-0}" --inventory "$OVERLAY" >/dev/null
-  # The router is the real sglang-router from PyPI (downloaded once on this machine; the containers stay offline).
+  # The router is the real smg from PyPI (downloaded once on this machine; the containers stay offline).
   # The same for huggingface_hub, which the stand-in sglang depends on as the real one does: its `hf` downloads the model.
   router_wheels=$("$REPO_ROOT/scripts/router-wheels.sh")
   hub_wheels=$("$REPO_ROOT/scripts/hub-wheels.sh")

@@ -2,7 +2,8 @@
 # Copyright: llmops.serving contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What the SGLang router (sglang-router 0.3.2, the Rust router ``smg``) says about its workers, as pure functions.
+"""What SGLang's router (``smg``, the Shepherd Model Gateway, and its predecessor sglang-router 0.3.2) says about its
+workers, as pure functions.
 
 The sglang_router_workers module registers and checks the router's workers through ``GET/POST /workers`` and
 ``DELETE /workers/{id}``; this module checks the worker URLs it is given (they also end up in a systemd unit, so a line
@@ -137,7 +138,10 @@ def _loads(text, what, secrets=()):
 
 
 def parse_workers(text, secrets=()):
-    """The body of ``GET /workers``: a list of ``{id, url, is_healthy, model_id, worker_type, load}``.
+    """The body of ``GET /workers``: a list of ``{id, url, is_healthy, model_id, worker_type, load, status}``.
+
+    ``status`` is smg's (``pending``, ``ready``, ``not_ready``, ``failed``, ``draining``); sglang-router 0.3.2 has no
+    such field (None). A worker smg is draining stays listed, unhealthy, until smg removes it.
 
     Raises ValueError naming what is wrong: not JSON, no ``workers`` list, an entry without a string ``url`` or ``id``,
     or an ``is_healthy`` that is not a boolean. What the message quotes of the body is masked (redact, with ``secrets``:
@@ -165,9 +169,15 @@ def parse_workers(text, secrets=()):
             "is_healthy": entry["is_healthy"],
             "model_id": entry.get("model_id"),
             "worker_type": entry.get("worker_type"),
-            "load": entry.get("load"),
+            "load": entry.get("load") if isinstance(entry.get("load"), int) and not isinstance(entry.get("load"), bool) else None,
+            "status": entry.get("status") if isinstance(entry.get("status"), str) else None,
         })
     return workers
+
+
+def drains(workers):
+    """Whether the router drains a worker it is asked to remove (smg: its entries carry a ``status``)."""
+    return any(worker["status"] is not None for worker in workers)
 
 
 def parse_readiness(text):

@@ -12,8 +12,8 @@ short_description: Verify, register or remove the workers of an SGLang router
 version_added: 0.1.0
 author: llmops.serving contributors (@llmops)
 description:
-  - Talks to the SGLang router (C(sglang-router) 0.3.2, the Rust router C(smg)) through its worker API - C(GET /workers),
-    C(POST /workers) and C(DELETE /workers/{id}).
+  - Talks to SGLang's router (C(smg) 1.13.0, the Shepherd Model Gateway, or its predecessor C(sglang-router) 0.3.2)
+    through its worker API - C(GET /workers), C(POST /workers), C(PATCH /workers/{id}) and C(DELETE /workers/{id}).
   - With O(state=verified) (the default) it only reads the worker list and fails when the registered set differs from
     O(workers) in either direction, when a worker is unhealthy or when a URL is registered twice; the message names each
     URL and what is wrong with it.
@@ -22,6 +22,15 @@ description:
     the router has that O(workers) does not name are left alone.
   - With O(state=absent) it removes every registration of each worker of O(workers) and polls until none of them is
     listed.
+  - "Through C(smg) (whose workers carry a C(status)), O(state=absent) drains first, with the gateway's own draining
+    state: it gives the worker a drain time as long as the run's (C(PATCH) C(health.drain_settle_secs)), asks for its
+    removal (the worker turns C(draining): no new request reaches it, those it has run on), polls until the gateway
+    counts no request of it in flight (C(load) 0), then asks again, which removes it at once. It fails at O(timeout)
+    naming the requests still in flight. A worker found C(draining) (a run killed while draining) is drained the same
+    way, also before O(state=present) adds it again. sglang-router 0.3.2 has no draining state: its workers are
+    removed at once (their requests run on at the server)."
+  - A worker is registered with the router's key (O(api_key) or O(api_key_file)) as its own, as the router's
+    C(--worker-urls) are (smg sends a worker added through the API no key otherwise).
   - The router applies additions and removals in the background (it answers 202 at once), so both waits poll the worker
     list; there is no fixed sleep, and no wait runs past O(timeout).
   - URLs are compared with their scheme and host in lower case and without a trailing C(/). A worker is registered in
@@ -141,6 +150,11 @@ workers:
       description: The router's count of the worker's running requests.
       type: int
       sample: 0
+    status:
+      description: smg's state of the worker (C(pending), C(ready), C(not_ready), C(failed), C(draining)); null for
+        sglang-router 0.3.2.
+      type: str
+      sample: ready
 missing:
   description: Normalized URLs of O(workers) that the final list does not have.
   returned: when the router answered
@@ -177,6 +191,23 @@ removed:
   type: list
   elements: str
   sample: []
+drained:
+  description: The workers the router drained before removing them (C(smg)), each with the most requests it had in
+    flight meanwhile and the seconds until it had none.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    url:
+      description: The worker's normalized URL.
+      type: str
+    in_flight:
+      description: The most requests of the worker the gateway had in flight while it drained.
+      type: int
+    seconds:
+      description: Seconds from the start of the drain until no request was in flight.
+      type: float
+  sample: [{"url": "http://127.0.0.1:31001", "in_flight": 1, "seconds": 2.4}]
 """
 
 import json
@@ -197,6 +228,8 @@ MAX_BODY_QUOTE_CHARS = 300
 MAX_REQUEST_SECONDS = 30.0
 # The least a request waits, even when the run's time is up (the last poll still gets an answer).
 MIN_REQUEST_SECONDS = 1.0
+# smg's drain time is set this much longer than what is left of the run, so that the run's own deadline comes first.
+DRAIN_TIME_MARGIN_SECONDS = 60
 
 
 class RouterError(Exception):
@@ -282,12 +315,28 @@ class Router:
             self.fail("GET %s/workers: %s" % (self.base_url, exc), **result)
 
     def add(self, worker_url, result):
+        body = {"url": worker_url}
+        if self.api_key:
+            body["api_key"] = self.api_key
         try:
-            status, text = self.request("POST", "/workers", {"url": worker_url})
+            status, text = self.request("POST", "/workers", body)
         except RouterError as exc:
             self.fail("adding %s: %s" % (worker_url, exc), **result)
+        # smg: 409 while the same URL is being added or is registered; the wait that follows sees which.
+        if status == 409 and any(code in text for code in ("WORKER_CREATE_IN_PROGRESS", "WORKER_ALREADY_EXISTS")):
+            return
         if status not in (200, 201, 202):
             self.fail("adding %s: %s" % (worker_url, self.describe("POST", "/workers", status, text)), **result)
+
+    def set_drain_time(self, worker_url, worker_id, seconds, result):
+        """smg: how long the worker may drain before the gateway removes it (PATCH health.drain_settle_secs)."""
+        path = "/workers/" + quote(worker_id, safe="")
+        try:
+            status, text = self.request("PATCH", path, {"health": {"drain_settle_secs": int(seconds)}})
+        except RouterError as exc:
+            self.fail("setting the drain time of %s: %s" % (worker_url, exc), **result)
+        if status not in (200, 202, 404):
+            self.fail("setting the drain time of %s: %s" % (worker_url, self.describe("PATCH", path, status, text)), **result)
 
     def remove(self, worker_url, worker_id, result):
         """True when the router accepted the removal, False when it no longer knew the ID (404)."""
@@ -360,6 +409,50 @@ def _wait(router, module, expected, result, want_healthy, interval):
         time.sleep(max(0.0, min(interval, router.remaining())))
 
 
+def _drain(router, module, workers, targets, result, interval):
+    """smg: drain each registration in ``targets`` ([(url, id)]) through the gateway - a drain time as long as the run's,
+    a removal request (the worker turns draining), a wait until none of its requests is in flight, a second removal
+    request. Returns the normalized URLs whose removal was requested."""
+    by_id = dict((worker["id"], worker) for worker in workers)
+    requested = set()
+    started = time.monotonic()
+    in_flight = {}
+    for worker_url, worker_id in targets:
+        entry = by_id[worker_id]
+        in_flight[worker_id] = entry["load"] or 0
+        if entry["status"] == "draining":
+            continue
+        # Longer than this run may wait, so that the gateway never removes a worker with requests of its own.
+        router.set_drain_time(worker_url, worker_id, max(1, router.remaining()) + DRAIN_TIME_MARGIN_SECONDS, result)
+        if router.remove(worker_url, worker_id, result):
+            requested.add(worker_url)
+    waiting = dict((worker_id, worker_url) for worker_url, worker_id in targets)
+    drained = []
+    while waiting:
+        listed = dict((worker["id"], worker) for worker in router.workers(result))
+        for worker_id, worker_url in list(waiting.items()):
+            entry = listed.get(worker_id)
+            if entry is not None and entry["load"]:
+                in_flight[worker_id] = max(in_flight[worker_id], entry["load"])
+            if entry is None or not entry["load"]:
+                drained.append({"url": worker_url, "in_flight": in_flight[worker_id],
+                                "seconds": round(time.monotonic() - started, 1)})
+                del waiting[worker_id]
+                if entry is not None and router.remove(worker_url, worker_id, result):
+                    requested.add(worker_url)
+        if not waiting:
+            break
+        if router.remaining() <= 0:
+            result["drained"] = drained
+            router.fail("after %d s the router still has requests in flight on the draining workers: %s" % (
+                module.params["timeout"], "; ".join("%s (%s in flight)" % (worker_url, listed[worker_id]["load"])
+                                                    for worker_id, worker_url in sorted(waiting.items(), key=lambda item: item[1]))),
+                        **result)
+        time.sleep(max(0.0, min(interval, router.remaining())))
+    result["drained"] = drained
+    return requested
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -375,7 +468,7 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    result = dict(changed=False, added=[], removed=[])
+    result = dict(changed=False, added=[], removed=[], drained=[])
 
     parsed = urlparse(params["url"])
     if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.username or parsed.password:
@@ -418,11 +511,20 @@ def main():
         module.exit_json(**router.scrub(result))
 
     if state == "present":
-        to_add = [url for url in expected if url not in set(sglang_router.normalize_worker_url(w["url"]) for w in workers)]
+        # A worker left draining (a run killed while it drained) is drained and removed first: smg refuses to add a URL
+        # it has (409), and the draining registration would be removed at the end of its drain time anyway.
+        leftovers = [(url, worker["id"]) for url in expected for worker in workers
+                     if sglang_router.normalize_worker_url(worker["url"]) == url and worker["status"] == "draining"]
+        registered = set(sglang_router.normalize_worker_url(w["url"]) for w in workers if w["status"] != "draining")
+        to_add = [url for url in expected if url not in registered]
         result["added"] = to_add
         result["changed"] = bool(to_add)
         if module.check_mode:
             module.exit_json(**router.scrub(result))
+        if leftovers:
+            _drain(router, module, workers, leftovers, result, params["poll_interval"])
+            _wait(router, module, [url for url, dummy_id in leftovers], result, False, params["poll_interval"])
+            result.update(_facts(expected, result["workers"]))
         for worker_url in to_add:
             router.add(worker_url, result)
         _wait(router, module, expected, result, True, params["poll_interval"])
@@ -434,9 +536,12 @@ def main():
         result["changed"] = bool(removals)
         module.exit_json(**router.scrub(result))
     removed = set()
-    for worker_url, worker_id in removals:
-        if router.remove(worker_url, worker_id, result):
-            removed.add(worker_url)
+    if sglang_router.drains(workers):
+        removed |= _drain(router, module, workers, removals, result, params["poll_interval"])
+    else:
+        for worker_url, worker_id in removals:
+            if router.remove(worker_url, worker_id, result):
+                removed.add(worker_url)
     result["removed"] = sorted(removed)
     result["changed"] = bool(removed)
     _wait(router, module, expected, result, False, params["poll_interval"])

@@ -8,7 +8,7 @@ The sandbox is what `make sandbox` builds and deploys: the example inventory's c
 through the overlay of what only the sandbox needs (inventories/sandbox, tests/unit/scripts/test_sandbox_overlay.py).
 This machine is the example's Proxmox node pve1 (pve-sim on real LXC, the GPU kit), llm-qwen-a and llm-qwen-b are
 containers reached over SSH on the bridge pve-sim creates (10.213.0.0/24, nothing routed beyond this machine), the
-SGLang simulator is the server and the real sglang-router runs beside llm-qwen-a. The tests run in file order against
+SGLang simulator is the server and the real router (smg) runs beside llm-qwen-a. The tests run in file order against
 one sandbox (module fixture):
 
   first deploy (`scripts/sandbox.sh up`, as a user runs it) -> unchanged rerun is changed=0 -> verify.yml passes ->
@@ -196,6 +196,9 @@ def test_first_deploy_ends_with_two_verified_servers_each_on_its_own_gpus(sandbo
 ROUTER_HOST = "llm-qwen-a"
 ROUTER_URL = "http://10.213.0.11:30080"
 ROUTER_WORKERS = ["http://10.213.0.11:30000", "http://10.213.0.12:30000"]
+# The release of smg the role installs (its default).
+ROUTER_VERSION = re.search(r'^sglang_router_version: "([^"]+)"$', (REPO / "roles/sglang_router/defaults/main.yml").read_text(),
+                           re.MULTILINE).group(1)
 
 
 def router_request(path, body=None):
@@ -264,19 +267,20 @@ def test_the_router_serves_every_server_of_the_inventory(sandbox):
     # In the order the router registered them.
     assert sorted(report["registered"]) == report["workers"] == ROUTER_WORKERS, report
     assert "router sglang-router.service on llm-qwen-a: passed" in sandbox.stdout
-    # The real sglang-router from the mirror's PyPI wheels, under its unit, named by its deployment.
+    # The real router (smg) from the mirror's PyPI wheels, under its unit, named by its deployment.
     pid = inside(ROUTER_HOST, "systemctl", "show", "--property=MainPID", "--value", "sglang-router.service").strip()
-    assert inside(ROUTER_HOST, "cat", "/proc/%s/comm" % pid).strip() == "sglang::router"
-    assert "sglang_router_rs.abi3.so" in inside(ROUTER_HOST, "cat", "/proc/%s/maps" % pid)
+    assert inside(ROUTER_HOST, "cat", "/proc/%s/comm" % pid).strip() == "smg::router"
+    assert "smg/smg_rs.abi3.so" in inside(ROUTER_HOST, "cat", "/proc/%s/maps" % pid)
     router_record = json.loads(inside(ROUTER_HOST, "cat", "/var/lib/llmops-serving/router/deployment.json"))
     record_id = router_record["deployment_id"]
     assert report["deployment_id"] == record_id and str(report["main_pid"]) == pid
     # Its dependencies are the versions the inventory pins (sglang_router_dependency_pins: the mirror's wheels).
     wheels = sorted(path.name for path in (SANDBOX / "mirror" / "router-wheels").glob("*.whl"))
-    pinned = sorted("%s==%s" % tuple(name.split("-")[:2]) for name in wheels if not name.startswith("sglang_router-"))
-    # The virtualenv of the router's deployment (its record names it).
+    pinned = sorted("%s==%s" % tuple(name.split("-")[:2]) for name in wheels if not name.startswith("smg-"))
+    # The virtualenv of the router's deployment (its record names it), of the role's release of smg.
     venv = router_record["inputs"]["package_environment"]
-    assert venv.startswith("/opt/sglang-router/envs/0.3.2-"), venv
+    assert venv.startswith("/opt/sglang-router/envs/%s-" % ROUTER_VERSION), venv
+    assert router_record["inputs"]["versions"] == {"smg": ROUTER_VERSION}, router_record["inputs"]
     frozen = inside(ROUTER_HOST, venv + "/bin/pip", "freeze", "--all")
     installed = dict(line.split("==", 1) for line in frozen.split() if "==" in line)
     normal = dict((name.lower().replace("_", "-"), version) for name, version in installed.items())
@@ -356,6 +360,12 @@ def test_a_rollout_of_both_servers_behind_the_router_loses_no_request(sandbox):
         taken_out = [item for item in run.results if "membership in the routers in front of it to absent" in item.task]
         put_back = [item for item in run.results if "membership in the routers in front of it to present" in item.task]
         assert sorted(item.host for item in taken_out) == sorted(item.host for item in put_back) == sorted(HOSTS)
+        # Each server left the router through smg's own draining state: drained (no request of it in flight at the
+        # gateway), then removed.
+        drained = [entry for item in taken_out for call in item.result.get("results", []) for entry in call.get("drained", [])]
+        assert sorted(entry["url"] for entry in drained) == ROUTER_WORKERS, [item.result for item in taken_out]
+        print("drained through the gateway: %s" % ", ".join("%s (%d in flight, %.1f s)" % (
+            entry["url"], entry["in_flight"], entry["seconds"]) for entry in drained))
         figures.append((load.sent, len(load.errors)))
         print("\nrollout of %s behind the router: %d requests, %d failed %s" % (
             " and ".join(HOSTS), load.sent, len(load.errors), load.errors[:5]))

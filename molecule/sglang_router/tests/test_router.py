@@ -1,4 +1,4 @@
-"""The real sglang-router 0.3.2 under systemd in front of two SGLang simulators: its unit, account, secrets, log per
+"""The real router (smg 1.13.0, the role's default) under systemd in front of two SGLang simulators: its unit, account, secrets, log per
 start and deployment record; its worker list against the inventory; and what a failing worker, an extra worker and a
 second router started by hand look like to the role's checks."""
 
@@ -20,6 +20,8 @@ WORKERS = ["http://127.0.0.1:31000", "http://127.0.0.1:31001"]
 LOG_DIR = "/var/log/llmops-serving/router"
 RECORD = "/var/lib/llmops-serving/router/deployment.json"
 SECRETS = "/etc/llmops-serving/router/router-secrets.json"
+# The role's default release of its default package, smg.
+VERSION = "1.13.0"
 
 
 def props(host):
@@ -54,13 +56,15 @@ def test_the_router_runs_as_an_unprivileged_account_under_a_hardened_unit(host):
 def test_the_process_is_the_real_router_from_its_virtualenv(host):
     pid = props(host)["MainPID"]
     # The router renames itself; its executable is the virtualenv's python and the wheel's Rust extension is mapped.
-    assert host.file(f"/proc/{pid}/comm").content_string.strip() == "sglang::router"
+    assert host.file(f"/proc/{pid}/comm").content_string.strip() == "smg::router"
     maps = host.file(f"/proc/{pid}/maps").content_string
-    assert "sglang_router/sglang_router_rs.abi3.so" in maps
-    assert "/opt/sglang-router/envs/0.3.2-" in maps
+    assert "smg/smg_rs.abi3.so" in maps
+    assert f"/opt/sglang-router/envs/{VERSION}-" in maps
     version = host.check_output(
-        "/opt/sglang-router/envs/0.3.2-*/bin/python -c \"import importlib.metadata as m; print(m.version('sglang-router'))\"")
-    assert version.strip() == "0.3.2"
+        f"/opt/sglang-router/envs/{VERSION}-*/bin/python -c \"import importlib.metadata as m; print(m.version('smg'))\"")
+    assert version.strip() == VERSION
+    # The predecessor is not in the same environment (each installs a bin/smg).
+    assert host.run(f"/opt/sglang-router/envs/{VERSION}-*/bin/python -c 'import sglang_router'").rc != 0
 
 
 def test_the_api_key_is_only_in_its_root_only_file(host):
@@ -84,7 +88,7 @@ def test_each_start_writes_a_new_log_that_names_its_deployment(host):
     assert current.is_symlink
     header = current.content_string.splitlines()[0]
     assert f"deployment_id={record['deployment_id']}" in header and f"invocation_id={invocation}" in header
-    # The router colours its lines even in a file (sglang-router 0.3.2 ignores NO_COLOR); the header is plain.
+    # The router colours its lines even in a file (smg 1.13.0 and sglang-router 0.3.2 ignore NO_COLOR); the header is plain.
     assert "\x1b[" not in header
     plain = re.sub(r"\x1b\[[0-9;]*m", "", current.content_string)
     assert "Starting router on 0.0.0.0:30080" in plain
@@ -156,9 +160,9 @@ def test_a_worker_added_by_hand_is_named_unexpected(host):
 
 def test_a_second_router_started_by_hand_fails_and_provenance_names_the_units_process(host):
     before = props(host)
-    venv = host.check_output("ls -d /opt/sglang-router/envs/0.3.2-*").strip()
+    venv = host.check_output(f"ls -d /opt/sglang-router/envs/{VERSION}-*").strip()
     # The incident's move: start another by hand over SSH. It cannot bind the ports and exits; the unit's router serves.
-    run = host.run(f"timeout 60 {venv}/bin/python -m sglang_router.launch_router --host 0.0.0.0 --port {PORT} "
+    run = host.run(f"timeout 60 {venv}/bin/python -m smg.launch_router --host 0.0.0.0 --port {PORT} "
                    f"--worker-urls {WORKERS[0]} --prometheus-port 29000")
     assert run.rc != 0
     assert "Address already in use" in run.stdout + run.stderr

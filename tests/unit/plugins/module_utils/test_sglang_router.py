@@ -32,15 +32,42 @@ def test_every_data_file_is_covered():
     covered = {"workers-two-healthy.json", "workers-after-readd.json", "workers-one-unhealthy.json", "readiness-ready.json",
                "readiness-one-unhealthy.json", "readiness-none-healthy.json", "add-accepted.json", "delete-accepted.json",
                "delete-not-found.json", "generate-no-healthy-worker.json", "metrics.txt", "router-startup.log",
-               "router-metrics-port-in-use.log", "README.md"}
+               "router-metrics-port-in-use.log", "README.md", "smg-1.13.0"}
     assert set(path.name for path in DATA.iterdir()) == covered
+
+
+SMG = DATA / "smg-1.13.0"
+
+
+def test_every_smg_file_is_in_its_readme_and_parses():
+    readme = (SMG / "README.md").read_text(encoding="utf-8")
+    for path in SMG.iterdir():
+        if path.name not in ("README.md", "capture.py.txt"):
+            assert "`%s`" % path.name in readme, path.name
+    for name in ("workers-two-ready.json", "workers-one-draining.json", "workers-one-ready.json", "workers-after-readd.json"):
+        workers = sglang_router.parse_workers((SMG / name).read_text(encoding="utf-8"))
+        assert workers and all(worker["status"] in ("ready", "draining") for worker in workers)
+        assert all(isinstance(worker["load"], int) for worker in workers)
+    for name in ("readiness-ready.json", "readiness-while-draining.json", "readiness-no-workers.json"):
+        sglang_router.parse_readiness((SMG / name).read_text(encoding="utf-8"))
+    # One body of a single worker (GET /workers/{id}), wrapped as a list, is the same shape.
+    draining = json.loads((SMG / "worker-by-id-draining-load.json").read_text(encoding="utf-8"))
+    [parsed] = sglang_router.parse_workers(json.dumps({"workers": [draining]}))
+    assert (parsed["status"], parsed["is_healthy"], parsed["load"]) == ("draining", False, 1)
+
+
+def test_the_predecessor_has_no_status_so_no_draining():
+    workers = sglang_router.parse_workers(read("workers-two-healthy.json"))
+    assert [worker["status"] for worker in workers] == [None, None] and not sglang_router.drains(workers)
 
 
 def test_two_healthy_workers():
     workers = sglang_router.parse_workers(read("workers-two-healthy.json"))
     assert workers == [
-        {"id": FIRST, "url": URL_0, "is_healthy": True, "model_id": "Qwen/Qwen3.6-27B", "worker_type": "regular", "load": 0},
-        {"id": SECOND, "url": URL_1, "is_healthy": True, "model_id": "unknown", "worker_type": "regular", "load": 0},
+        {"id": FIRST, "url": URL_0, "is_healthy": True, "model_id": "Qwen/Qwen3.6-27B", "worker_type": "regular", "load": 0,
+         "status": None},
+        {"id": SECOND, "url": URL_1, "is_healthy": True, "model_id": "unknown", "worker_type": "regular", "load": 0,
+         "status": None},
     ]
     assert sglang_router.compare_workers([URL_0, URL_1], workers) == {
         "missing": [], "unexpected": [], "unhealthy": [], "duplicates": []}
@@ -155,7 +182,8 @@ def test_empty_worker_list():
 # --------------------------------------------------------------------------- comparing
 
 def worker(url, healthy=True, worker_id=None):
-    return {"id": worker_id or url, "url": url, "is_healthy": healthy, "model_id": None, "worker_type": "regular", "load": 0}
+    return {"id": worker_id or url, "url": url, "is_healthy": healthy, "model_id": None, "worker_type": "regular", "load": 0,
+            "status": None}
 
 
 def test_compare_names_each_kind_of_difference():
