@@ -49,3 +49,16 @@ def test_dependency_pins_are_name_equals_version_and_join_the_install_request():
                     dict(variables, sglang_router_dependency_pins=["fastapi==0.165.0"]), ROUTER_VARS)
     assert pinned[1][1:] == plain[1][1:] + ["fastapi==0.165.0"]
     assert pinned[0] != plain[0], "a new pin is a new install request: a new virtualenv beside the running one"
+
+
+def test_smg_by_default_and_the_predecessor_for_existing_installs():
+    variables = {"inventory_hostname": "r", "groups": {"sglang_servers": []}}
+    default = render("{{ [sglang_router_package_spec, _sglang_router_install_argv[-1], _sglang_router_venv] }}", variables,
+                     ROUTER_VARS)
+    assert default[:2] == ["smg==1.13.0", "smg==1.13.0"] and default[2].startswith("/opt/sglang-router/envs/1.13.0-")
+    kept = render("{{ [sglang_router_package_spec, _sglang_router_venv] }}",
+                  dict(variables, sglang_router_package="sglang-router", sglang_router_version="0.3.2"), ROUTER_VARS)
+    assert kept[0] == "sglang-router==0.3.2" and kept[1].startswith("/opt/sglang-router/envs/0.3.2-")
+    assert failed_conditions(sglang_router_package="sglang-router", sglang_router_version="0.3.2") == []
+    failed = failed_conditions(sglang_router_package="vllm-router")
+    assert len(failed) == 1 and "sglang_router_package" in failed[0]
