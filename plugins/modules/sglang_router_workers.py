@@ -22,13 +22,14 @@ description:
     the router has that O(workers) does not name are left alone.
   - With O(state=absent) it removes every registration of each worker of O(workers) and polls until none of them is
     listed.
-  - "Through C(smg) (whose workers carry a C(status)), O(state=absent) drains first, with the gateway's own draining
-    state: it gives the worker a drain time as long as the run's (C(PATCH) C(health.drain_settle_secs)), asks for its
-    removal (the worker turns C(draining): no new request reaches it, those it has run on), polls until the gateway
-    counts no request of it in flight (C(load) 0), then asks again, which removes it at once. It fails at O(timeout)
-    naming the requests still in flight. A worker found C(draining) (a run killed while draining) is drained the same
-    way, also before O(state=present) adds it again. sglang-router 0.3.2 has no draining state: its workers are
-    removed at once (their requests run on at the server)."
+  - "Through C(smg) (whose workers carry a C(status)), O(state=absent) removes through the gateway's own draining
+    state: one removal request turns the worker C(draining) (no new request reaches it, those it has run on; its C(load)
+    counts them), and the gateway removes it at the end of its drain time (O(drain_seconds), else smg's own 5 s); the
+    module waits for that, watching the requests in flight, and fails at O(timeout) naming them. It never asks twice: a
+    second request removes a draining worker at once, but the first one's timer still runs and at its end removes
+    whatever is registered at that URL, the same server added again meanwhile included (smg 1.13.0). A worker found
+    C(draining) (a run killed while it drained) is waited for, also before O(state=present) adds it again.
+    sglang-router 0.3.2 has no draining state: its workers are removed at once (their requests run on at the server)."
   - A worker is registered with the router's key (O(api_key) or O(api_key_file)) as its own, as the router's
     C(--worker-urls) are (smg sends a worker added through the API no key otherwise).
   - The router applies additions and removals in the background (it answers 202 at once), so both waits poll the worker
@@ -85,6 +86,13 @@ options:
     description: Seconds between two reads of the worker list while waiting.
     type: float
     default: 0.5
+  drain_seconds:
+    description:
+      - C(smg) only - how long the gateway keeps a worker draining before it removes it (C(PATCH /workers/{id})
+        C(health.drain_settle_secs) before the removal). Without it, smg's own drain time (5 s).
+      - Must be less than O(timeout). The requests a worker still has when the gateway removes it run on at the server
+        (M(llmops.serving.sglang_drain) waits for them there).
+    type: int
 notes:
   - Requests go to O(url) directly, without a proxy from the environment, and verify TLS certificates.
   - C(changed) is true when a worker was (or, in check mode, would be) added or removed.
@@ -193,7 +201,7 @@ removed:
   sample: []
 drained:
   description: The workers the router drained before removing them (C(smg)), each with the most requests it had in
-    flight meanwhile and the seconds until it had none.
+    flight meanwhile, those it still had at the last look before the router removed it, and the seconds until then.
   returned: always
   type: list
   elements: dict
@@ -204,10 +212,14 @@ drained:
     in_flight:
       description: The most requests of the worker the gateway had in flight while it drained.
       type: int
+    in_flight_at_removal:
+      description: The requests in flight at the last look before the router removed the worker (they run on at the
+        server).
+      type: int
     seconds:
-      description: Seconds from the start of the drain until no request was in flight.
+      description: Seconds from the removal request until the router no longer listed the worker.
       type: float
-  sample: [{"url": "http://127.0.0.1:31001", "in_flight": 1, "seconds": 2.4}]
+  sample: [{"url": "http://127.0.0.1:31001", "in_flight": 1, "in_flight_at_removal": 0, "seconds": 5.2}]
 """
 
 import json
@@ -228,8 +240,6 @@ MAX_BODY_QUOTE_CHARS = 300
 MAX_REQUEST_SECONDS = 30.0
 # The least a request waits, even when the run's time is up (the last poll still gets an answer).
 MIN_REQUEST_SECONDS = 1.0
-# smg's drain time is set this much longer than what is left of the run, so that the run's own deadline comes first.
-DRAIN_TIME_MARGIN_SECONDS = 60
 
 
 class RouterError(Exception):
@@ -409,21 +419,25 @@ def _wait(router, module, expected, result, want_healthy, interval):
         time.sleep(max(0.0, min(interval, router.remaining())))
 
 
-def _drain(router, module, workers, targets, result, interval):
-    """smg: drain each registration in ``targets`` ([(url, id)]) through the gateway - a drain time as long as the run's,
-    a removal request (the worker turns draining), a wait until none of its requests is in flight, a second removal
-    request. Returns the normalized URLs whose removal was requested."""
+def _drain(router, module, workers, targets, result, interval, drain_seconds):
+    """smg: each registration in ``targets`` ([(url, id)]) leaves through the gateway's draining state - one removal
+    request (the worker turns draining: no new request reaches it, those it has run on), then a wait until the gateway
+    removes it at the end of its drain time (``drain_seconds``, else smg's own 5 s), watching its requests in flight.
+
+    Never a second removal request: smg 1.13.0 removes a draining worker at once then, but the first request's timer
+    still runs, and at its end removes whatever is registered at that URL - the same server added again meanwhile
+    included (seen on loopback: data/sglang_router/smg-1.13.0/stale-removal.txt). A worker already draining (a run
+    killed while it drained) is only waited for. Returns the normalized URLs whose removal was requested."""
     by_id = dict((worker["id"], worker) for worker in workers)
     requested = set()
     started = time.monotonic()
-    in_flight = {}
+    in_flight = dict((worker_id, by_id[worker_id]["load"] or 0) for dummy_url, worker_id in targets)
+    last = dict(in_flight)
     for worker_url, worker_id in targets:
-        entry = by_id[worker_id]
-        in_flight[worker_id] = entry["load"] or 0
-        if entry["status"] == "draining":
+        if by_id[worker_id]["status"] == "draining":
             continue
-        # Longer than this run may wait, so that the gateway never removes a worker with requests of its own.
-        router.set_drain_time(worker_url, worker_id, max(1, router.remaining()) + DRAIN_TIME_MARGIN_SECONDS, result)
+        if drain_seconds is not None:
+            router.set_drain_time(worker_url, worker_id, drain_seconds, result)
         if router.remove(worker_url, worker_id, result):
             requested.add(worker_url)
     waiting = dict((worker_id, worker_url) for worker_url, worker_id in targets)
@@ -432,20 +446,19 @@ def _drain(router, module, workers, targets, result, interval):
         listed = dict((worker["id"], worker) for worker in router.workers(result))
         for worker_id, worker_url in list(waiting.items()):
             entry = listed.get(worker_id)
-            if entry is not None and entry["load"]:
-                in_flight[worker_id] = max(in_flight[worker_id], entry["load"])
-            if entry is None or not entry["load"]:
-                drained.append({"url": worker_url, "in_flight": in_flight[worker_id],
+            if entry is None:
+                drained.append({"url": worker_url, "in_flight": in_flight[worker_id], "in_flight_at_removal": last[worker_id],
                                 "seconds": round(time.monotonic() - started, 1)})
                 del waiting[worker_id]
-                if entry is not None and router.remove(worker_url, worker_id, result):
-                    requested.add(worker_url)
+            else:
+                last[worker_id] = entry["load"] or 0
+                in_flight[worker_id] = max(in_flight[worker_id], last[worker_id])
         if not waiting:
             break
         if router.remaining() <= 0:
             result["drained"] = drained
-            router.fail("after %d s the router still has requests in flight on the draining workers: %s" % (
-                module.params["timeout"], "; ".join("%s (%s in flight)" % (worker_url, listed[worker_id]["load"])
+            router.fail("after %d s the router has not removed the draining workers yet (their drain time runs on): %s" % (
+                module.params["timeout"], "; ".join("%s (%d in flight)" % (worker_url, last[worker_id])
                                                     for worker_id, worker_url in sorted(waiting.items(), key=lambda item: item[1]))),
                         **result)
         time.sleep(max(0.0, min(interval, router.remaining())))
@@ -463,6 +476,7 @@ def main():
             state=dict(type="str", choices=["verified", "present", "absent"], default="verified"),
             timeout=dict(type="int", default=60),
             poll_interval=dict(type="float", default=0.5),
+            drain_seconds=dict(type="int"),
         ),
         mutually_exclusive=[("api_key", "api_key_file")],
         supports_check_mode=True,
@@ -476,6 +490,9 @@ def main():
                              "http://127.0.0.1:30080", **result)
     if params["timeout"] < 0 or params["poll_interval"] <= 0:
         module.fail_json(msg="timeout must be >= 0 and poll_interval > 0", **result)
+    if params["drain_seconds"] is not None and not 0 <= params["drain_seconds"] < params["timeout"]:
+        module.fail_json(msg="drain_seconds must be at least 0 and less than timeout (%d), or the run gives up before the "
+                             "router removes the worker" % params["timeout"], **result)
 
     expected = []
     first_index = {}
@@ -522,9 +539,8 @@ def main():
         if module.check_mode:
             module.exit_json(**router.scrub(result))
         if leftovers:
-            _drain(router, module, workers, leftovers, result, params["poll_interval"])
-            _wait(router, module, [url for url, dummy_id in leftovers], result, False, params["poll_interval"])
-            result.update(_facts(expected, result["workers"]))
+            _drain(router, module, workers, leftovers, result, params["poll_interval"], params["drain_seconds"])
+            result.update(_facts(expected, router.workers(result)))
         for worker_url in to_add:
             router.add(worker_url, result)
         _wait(router, module, expected, result, True, params["poll_interval"])
@@ -537,7 +553,7 @@ def main():
         module.exit_json(**router.scrub(result))
     removed = set()
     if sglang_router.drains(workers):
-        removed |= _drain(router, module, workers, removals, result, params["poll_interval"])
+        removed |= _drain(router, module, workers, removals, result, params["poll_interval"], params["drain_seconds"])
     else:
         for worker_url, worker_id in removals:
             if router.remove(worker_url, worker_id, result):

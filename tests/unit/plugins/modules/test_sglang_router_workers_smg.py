@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """sglang_router_workers against a fake smg 1.13.0 on loopback, built from smg's captured bodies
-(module_utils/data/sglang_router/smg-1.13.0): a removal drains through the gateway (drain time, removal request,
-draining with its requests in flight, a second removal once none is), a worker left draining is drained before it is
+(module_utils/data/sglang_router/smg-1.13.0): a removal goes through the gateway's draining state (one removal
+request, draining with its requests in flight, removed by the gateway at the end of its drain time), never a second
+request (whose stale timer would remove the server added again), a worker left draining is waited for before it is
 added again, the router's key goes with an added worker, and smg's 409 for a worker being added is waited out."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import http.server
 import json
 import pathlib
 import threading
+import time
 import uuid
 
 import pytest
@@ -37,16 +39,19 @@ def compact(data):
 
 
 class FakeSmg:
-    """smg's worker table: a removal turns a ready worker draining (listed, unhealthy, its load counting down as the
-    test says) and removes it at a second removal or at the end of its drain time (not reached in these tests); an
-    addition is pending (not listed, 409 to a second POST) until the next GET /workers, then ready."""
+    """smg's worker table: a removal request turns a ready worker draining (listed, unhealthy, its load following the
+    test's list) until its drain time (``drain_seconds``, or what a PATCH set) is over; then the timer removes every
+    registration of that URL, as smg 1.13.0 does (a second request removes a draining worker at once, the timer still
+    runs). An addition is pending (not listed, 409 to a second POST) until the next GET /workers, then ready."""
 
-    def __init__(self, urls=(), loads=None):
+    def __init__(self, urls=(), loads=None, drain_seconds=0.3):
         self.lock = threading.Lock()
         self.requests = []
         self.workers = []
         self.pending = []
-        self.loads = dict(loads or {})  # url -> list of loads the next listings show while it drains
+        self.timers = []  # (deadline, url)
+        self.drain_seconds = drain_seconds
+        self.loads = dict(loads or {})  # url -> loads the next listings show while it drains
         self.ready_entry = template("workers-two-ready.json")["workers"][0]
         for url in urls:
             self.workers.append(self.entry(url, "ready"))
@@ -56,12 +61,21 @@ class FakeSmg:
         entry.update(id=str(uuid.uuid4()), url=url, status=status, is_healthy=status == "ready", load=0)
         return entry
 
+    def drain(self, worker, seconds=None):
+        worker.update(status="draining", is_healthy=False)
+        self.timers.append((time.monotonic() + (self.drain_seconds if seconds is None else seconds), worker["url"]))
+
     def listing(self):
+        now = time.monotonic()
+        for deadline, url in [timer for timer in self.timers if timer[0] <= now]:
+            self.timers.remove((deadline, url))
+            self.workers = [worker for worker in self.workers if worker["url"] != url]
         for worker in self.workers:
             if worker["status"] == "draining" and self.loads.get(worker["url"]):
                 worker["load"] = self.loads[worker["url"]].pop(0)
         body = template("workers-two-ready.json")
-        body.update(workers=copy.deepcopy(self.workers), total=len(self.workers))
+        body.update(workers=[dict((key, value) for key, value in worker.items() if not key.startswith("_"))
+                             for worker in self.workers], total=len(self.workers))
         return body
 
     def handle(self, handler, method):
@@ -91,13 +105,13 @@ class FakeSmg:
             if not found:
                 return 404, compact(template("worker-by-id-not-found.json"))
             if method == "PATCH":
-                found[0]["_drain_settle_secs"] = body["health"]["drain_settle_secs"]
+                found[0]["_drain_seconds"] = body["health"]["drain_settle_secs"]
                 return 202, compact(dict(template("patch-drain-settle-accepted.json"), worker_id=worker_id))
             if method == "DELETE":
                 if found[0]["status"] == "draining":
                     self.workers.remove(found[0])
                     return 202, compact(dict(template("delete-again-accepted.json"), worker_id=worker_id))
-                found[0].update(status="draining", is_healthy=False, load=self.loads.get(found[0]["url"], [0])[0])
+                self.drain(found[0], found[0].get("_drain_seconds"))
                 return 202, compact(dict(template("delete-accepted.json"), worker_id=worker_id))
             return 405, b""
 
@@ -157,41 +171,60 @@ def calls(router):
             if method != "GET"]
 
 
-def test_absent_drains_through_the_gateway_until_no_request_is_in_flight(serve):
-    router = FakeSmg(urls=[URL_0, URL_1], loads={URL_1: [2, 2, 1, 0]})
+def test_absent_drains_through_the_gateway_with_one_removal_request(serve):
+    router = FakeSmg(urls=[URL_0, URL_1], loads={URL_1: [2, 2, 1, 0]}, drain_seconds=0.5)
     result, failed = run(serve(router), [URL_1], state="absent", timeout=30)
     assert not failed, result["msg"]
     assert result["removed"] == [URL_1] and result["changed"]
-    assert [(item["url"], item["in_flight"]) for item in result["drained"]] == [(URL_1, 2)]
-    # A drain time longer than the run (so the gateway never removes it first), a removal, then a second one.
-    assert calls(router) == [("PATCH", "workers"), ("DELETE", "workers"), ("DELETE", "workers")]
-    patch = [body for method, path, body in router.requests if method == "PATCH"][0]
-    assert patch["health"]["drain_settle_secs"] >= 30
-    # Between the two removals the gateway was asked until the load was 0.
-    assert len([1 for method, path, body in router.requests if method == "GET"]) >= 4
+    [drained] = result["drained"]
+    assert (drained["url"], drained["in_flight"]) == (URL_1, 2) and drained["seconds"] >= 0.5
+    # One removal request, no drain time of the module's own: smg's timer removes it.
+    assert calls(router) == [("DELETE", "workers")]
     assert [worker["url"] for worker in result["workers"]] == [URL_0]
     assert KEY not in json.dumps(result)
 
 
+def test_a_drain_time_is_set_before_the_removal_and_a_readded_worker_survives(serve):
+    router = FakeSmg(urls=[URL_0], drain_seconds=30)
+    base = serve(router)
+    result, failed = run(base, [URL_0], state="absent", timeout=10, drain_seconds=1)
+    assert not failed, result["msg"]
+    assert calls(router) == [("PATCH", "workers"), ("DELETE", "workers")]
+    assert [body for method, path, body in router.requests if method == "PATCH"] == [{"health": {"drain_settle_secs": 1}}]
+    # Added again once the gateway removed it: no timer of the removal is left to take it away.
+    result, failed = run(base, [URL_0], state="present")
+    assert not failed, result["msg"]
+    time.sleep(1.2)
+    result, failed = run(base, [URL_0])
+    assert not failed, result["msg"]
+
+
 def test_absent_fails_at_its_timeout_naming_the_requests_still_in_flight(serve):
-    router = FakeSmg(urls=[URL_0], loads={URL_0: [3] * 10000})
+    router = FakeSmg(urls=[URL_0], loads={URL_0: [3] * 10000}, drain_seconds=100)
     result, failed = run(serve(router), [URL_0], state="absent", timeout=1)
     assert failed
-    assert "still has requests in flight on the draining workers: http://127.0.0.1:31000 (3 in flight)" in result["msg"]
-    # Left draining: no new request reaches it, and the next run drains it again.
+    assert "has not removed the draining workers yet (their drain time runs on): http://127.0.0.1:31000 (3 in flight)" in result["msg"]
+    # Left draining: no new request reaches it, and the next run waits for its removal.
     assert [worker["status"] for worker in router.workers] == ["draining"]
-    assert calls(router) == [("PATCH", "workers"), ("DELETE", "workers")]
+    assert calls(router) == [("DELETE", "workers")]
 
 
-def test_present_drains_a_worker_left_draining_then_adds_it_with_the_key(serve):
+def test_a_drain_time_not_shorter_than_the_timeout_is_refused(serve):
     router = FakeSmg(urls=[URL_0])
-    router.workers[0].update(status="draining", is_healthy=False, load=1)
+    result, failed = run(serve(router), [URL_0], state="absent", timeout=5, drain_seconds=5)
+    assert failed and "drain_seconds must be at least 0 and less than timeout (5)" in result["msg"]
+    assert router.requests == []
+
+
+def test_present_waits_for_a_worker_left_draining_then_adds_it_with_the_key(serve):
+    router = FakeSmg(urls=[URL_0])
+    router.drain(router.workers[0], 0.5)
     router.loads = {URL_0: [1, 0]}
     result, failed = run(serve(router), [URL_0], state="present", timeout=30)
     assert not failed, result["msg"]
     assert result["added"] == [URL_0] and result["changed"]
-    # Already draining: no drain time and no first removal, only the one that ends it; then the addition.
-    assert calls(router) == [("DELETE", "workers"), ("POST", "/workers")]
+    # No removal request of its own (its timer runs); the addition once it is gone, with the router's key.
+    assert calls(router) == [("POST", "/workers")]
     post = [body for method, path, body in router.requests if method == "POST"][0]
     assert post == {"url": URL_0, "api_key": KEY}
     assert [(worker["url"], worker["status"]) for worker in result["workers"]] == [(URL_0, "ready")]
