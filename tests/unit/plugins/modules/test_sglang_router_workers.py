@@ -144,6 +144,9 @@ def handler_for(router):
         def do_POST(self):  # noqa: N802
             self.answer("POST")
 
+        def do_PATCH(self):  # noqa: N802 (smg's, test_sglang_router_workers_smg.py)
+            self.answer("PATCH")
+
         def do_DELETE(self):  # noqa: N802
             self.answer("DELETE")
 

@@ -11,16 +11,15 @@ added again, the router's key goes with an added worker, and smg's 409 for a wor
 from __future__ import annotations
 
 import copy
-import http.server
 import json
 import pathlib
 import threading
 import time
 import uuid
 
-import pytest
-
 from ansible_collections.llmops.serving.plugins.modules import sglang_router_workers
+# The loopback server of the sglang-router 0.3.2 tests serves any fake with a handle(handler, method).
+from ansible_collections.llmops.serving.tests.unit.plugins.modules.test_sglang_router_workers import serve  # noqa: F401 pylint: disable=unused-import
 from ansible_collections.llmops.serving.tests.unit.fakes import within
 from ansible_collections.llmops.serving.tests.unit.module_runner import run_module
 
@@ -116,50 +115,6 @@ class FakeSmg:
             return 405, b""
 
 
-def handler_for(router):
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def answer(self, method):
-            status, body = router.handle(self, method)
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self):  # noqa: N802 (http.server's naming)
-            self.answer("GET")
-
-        def do_POST(self):  # noqa: N802
-            self.answer("POST")
-
-        def do_PATCH(self):  # noqa: N802
-            self.answer("PATCH")
-
-        def do_DELETE(self):  # noqa: N802
-            self.answer("DELETE")
-
-        def log_message(self, *args):
-            del args
-
-    return Handler
-
-
-@pytest.fixture
-def serve():
-    servers = []
-
-    def start(router):
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler_for(router))
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-        servers.append(server)
-        return "http://127.0.0.1:%d" % server.server_address[1]
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
-
-
 def run(base, workers, timeout=5, **options):
     args = dict(url=base, workers=list(workers), poll_interval=0.02, timeout=timeout, api_key=KEY, **options)
     with within(timeout + 10):
@@ -191,10 +146,10 @@ def test_a_drain_time_is_set_before_the_removal_and_a_readded_worker_survives(se
     assert not failed, result["msg"]
     assert calls(router) == [("PATCH", "workers"), ("DELETE", "workers")]
     assert [body for method, path, body in router.requests if method == "PATCH"] == [{"health": {"drain_settle_secs": 1}}]
-    # Added again once the gateway removed it: no timer of the removal is left to take it away.
+    # No timer of the removal is left to take away the server added again (a second DELETE would leave the first's).
+    assert router.timers == []
     result, failed = run(base, [URL_0], state="present")
     assert not failed, result["msg"]
-    time.sleep(1.2)
     result, failed = run(base, [URL_0])
     assert not failed, result["msg"]
 
