@@ -1,6 +1,6 @@
 # llmops.serving — the two commands a newcomer needs:
 #   make sandbox   deploy the whole stack on the embedded sandbox (no GPU, no Proxmox needed)
-#   make test      every test tier: lint, sanity, unit, package, molecule, integration
+#   make test      every test tier: lint, sanity, unit, package, molecule, ansible-core, integration
 # Both install what they need first (apt packages, .venv, the Docker engine, the base image).
 # make docs builds the docs site (.build/docs/html), make release the changelog and the tarball.
 
@@ -11,7 +11,7 @@ export VENV
 export PATH := $(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help setup venv docker-engine base-image test lint sanity unit molecule integration bench test-slow \
+.PHONY: help setup venv docker-engine base-image test lint sanity unit ansible-core molecule integration bench test-slow \
         sandbox sandbox-down build install-collection changelog docs ee release package lock clean
 
 help: ## Show the targets
@@ -42,6 +42,9 @@ sanity: venv ## ansible-test sanity on a temporary ansible_collections tree
 
 unit: venv ## pytest for plugins/ and the simulators
 	@scripts/test.sh unit
+
+ansible-core: venv ## Sanity and unit tiers on the newer ansible-core releases (requirements/ansible-core/)
+	@scripts/test.sh ansible-core
 
 molecule: base-image ## Every molecule scenario (docker driver)
 	@scripts/test.sh molecule

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The test tiers behind `make test`: lint, sanity, unit, package, molecule, integration, in that order (integration
-# beside molecule, see below).
+# The test tiers behind `make test`: lint, sanity, unit, package, molecule, ansible-core, integration, in that order
+# (integration beside molecule and ansible-core, see below).
 # `scripts/test.sh` runs them all; `scripts/test.sh unit molecule` runs the named ones.
 # Each tier prints one summary line with its time; the run fails when any tier fails, and
 # a tier that finds nothing to run fails too (a green run must have tested something).
@@ -11,13 +11,13 @@ export PATH="$VENV/bin:$PATH"
 export ANSIBLE_CONFIG="$REPO_ROOT/ansible.cfg"
 export PY_COLORS=0 ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0
 
-ALL_TIERS=(lint sanity unit package molecule integration)
+ALL_TIERS=(lint sanity unit package molecule ansible-core integration)
 summary=()
 failed=0
 
 # pytest exits 5 when it collected nothing: that is a failure here, not a pass.
 run_pytest() {
-  pytest "$@"
+  "$VENV/bin/pytest" "$@"
   local rc=$?
   [ $rc -eq 5 ] && echo "pytest collected no tests in: $*" >&2
   return $rc
@@ -33,6 +33,47 @@ tier_sanity() {
 
 tier_unit() {
   run_pytest -q --durations=5 tests/unit
+}
+
+# The sanity and unit tiers again on each newer ansible-core release the collection supports (requirements/ansible-core/:
+# one file per release, with its controller Python; .venv holds the oldest, 2.19). The unit tests of the stand-ins
+# (tests/unit/simulators) import no ansible-core and run once, in the unit tier.
+ansible_core_releases() {
+  local file
+  for file in "$REPO_ROOT"/requirements/ansible-core/[0-9]*.txt; do
+    [ -e "$file" ] && basename "$file" .txt
+  done | sort -V
+}
+
+tier_ansible-core() {
+  local release venv start rc=0 found=0
+  for release in $(ansible_core_releases); do
+    found=1
+    start=$SECONDS
+    if ! venv=$(scripts/venv.sh --ansible-core "$release"); then
+      summary+=("    ansible-core $release: FAILED: no virtualenv")
+      rc=1
+      continue
+    fi
+    log "ansible-core $release ($("$venv/bin/python" --version)): sanity"
+    if ! VENV=$venv PATH="$venv/bin:$PATH" scripts/sanity.sh; then
+      summary+=("    ansible-core $release: sanity FAILED after $((SECONDS - start)) s")
+      rc=1
+      continue
+    fi
+    log "ansible-core $release: unit"
+    if ! VENV=$venv PATH="$venv/bin:$PATH" run_pytest -q --durations=5 tests/unit --ignore=tests/unit/simulators; then
+      summary+=("    ansible-core $release: unit FAILED after $((SECONDS - start)) s")
+      rc=1
+      continue
+    fi
+    summary+=("    ansible-core $release ($("$venv/bin/python" --version)): sanity and unit passed in $((SECONDS - start)) s")
+  done
+  if [ $found -eq 0 ]; then
+    echo "no ansible-core releases under requirements/ansible-core/" >&2
+    return 1
+  fi
+  return $rc
 }
 
 # What users get besides the code: the docs site (antsibull-docs, Sphinx), the execution environment's build context
@@ -115,7 +156,9 @@ done
 # The integration tier runs beside the molecule tier when both are asked for (LLMOPS_TEST_SERIAL=1: one after the
 # other). Both mostly wait (on containers, systemd, simulators), they share nothing (docker containers by their own
 # names, the sandbox on LXC and its own bridge), and together they take about 8 minutes less on 2 cores than in turn.
-# The integration tier's output is kept in a file and printed whole after the molecule tier's.
+# The integration tier's output is kept in a file and printed whole after the molecule tier's. The integration tier
+# takes about twice as long as the molecule tier, so the ansible-core tier, when asked for, runs after the molecule
+# tier in the same lane, beside the integration tier, instead of adding its time to the run.
 integration_beside_molecule=false
 if [ "${LLMOPS_TEST_SERIAL:-0}" != 1 ] && [[ " ${tiers[*]} " == *" molecule "* ]] && [[ " ${tiers[*]} " == *" integration "* ]]; then
   integration_beside_molecule=true
@@ -136,7 +179,7 @@ run_tier() {
 
 total_start=$SECONDS
 for tier in "${tiers[@]}"; do
-  if $integration_beside_molecule && [ "$tier" = integration ]; then
+  if $integration_beside_molecule && [[ "$tier" = integration || "$tier" = ansible-core ]]; then
     continue
   fi
   if $integration_beside_molecule && [ "$tier" = molecule ]; then
@@ -148,6 +191,7 @@ for tier in "${tiers[@]}"; do
     tier_integration >"$integration_log" 2>&1 &
     integration_pid=$!
     run_tier molecule
+    [[ " ${tiers[*]} " == *" ansible-core "* ]] && run_tier ansible-core
     wait "$integration_pid"
     integration_rc=$?
     cat "$integration_log"

@@ -168,8 +168,8 @@ def test_probe_table_real_and_simulator_agree(venv_python):
             real_values = {dest: real["values"][dest] for dest in dests}
             sim_values = {dest: (sim["values"] or {}).get(dest) for dest in dests}
             if real_values != sim_values:
-                disagreements.append(f"{probe.id}: values differ: "
-                                     f"{ {d: (real_values[d], sim_values[d]) for d in dests if real_values[d] != sim_values[d]} }")
+                differing = {dest: (real_values[dest], sim_values[dest]) for dest in dests if real_values[dest] != sim_values[dest]}
+                disagreements.append(f"{probe.id}: values differ: {differing}")
             changed = {dest: value for dest, value in real_values.items() if value != defaults[dest]}
             if changed != probe.values:
                 disagreements.append(f"{probe.id}: SGLang now sets {changed}, the table says {probe.values}")
