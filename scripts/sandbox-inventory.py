@@ -19,6 +19,13 @@ scripts/sandbox.sh down):
   group_vars/sglang_servers.yml sets the TP size: among group variables from files, a child group's win (variables
   inline in an inventory file rank below every group_vars file);
 - host_vars/pve1/sandbox-containers.yml: the GPUs pve1 must have (two per container), after the overlay's main.yml.
+
+    sandbox-inventory.py COUNT ... [--pve-release 9|8] [--model-nodes-debian 12|13]
+
+Each container gets the Debian release of the node's Proxmox VE release (PVE 9: Debian 13, the example's template;
+PVE 8: Debian 12), the multi-node model's containers --model-nodes-debian. A container whose release is not the
+example's gets its template as a host variable in sandbox-containers.yml (inventory host variables rank above the
+example's group_vars files).
 """
 
 from __future__ import annotations
@@ -52,6 +59,10 @@ MODEL_VARS = {
     "sglang_service_stop_timeout_sec": 15,
 }
 GPUS_PER_CONTAINER = 2
+# The Debian release of each Proxmox VE release's containers, and PVE's template of each (its template index names).
+DEBIAN_OF_PVE = {"9": "13", "8": "12"}
+TEMPLATES = {"13": "local:vztmpl/debian-13-standard_13.1-2_amd64.tar.zst", "12": "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"}
+EXAMPLE_DEBIAN = "13"            # inventories/example/group_vars/sglang_servers.yml: pve_container_ostemplate
 
 
 def container(index):
@@ -67,25 +78,40 @@ def container(index):
     }
 
 
-def generated(count, model_nodes=0):
-    """{relative path: content as a dict} of the generated files; empty for the example's own two containers."""
+def generated(count, model_nodes=0, pve_release="9", model_nodes_debian=None):
+    """{relative path: content as a dict} of the generated files; empty for the example's own two containers on the
+    example's Proxmox VE release."""
     if not EXAMPLE_CONTAINERS <= count <= MAX_CONTAINERS:
         raise ValueError("SANDBOX_CONTAINERS must be between %d and %d, not %d (for one container, keep two and run "
                          "ansible-playbook with --limit llm-qwen-a)" % (EXAMPLE_CONTAINERS, MAX_CONTAINERS, count))
     if model_nodes == 1 or model_nodes < 0 or count + model_nodes > MAX_CONTAINERS:
         raise ValueError("SANDBOX_MODEL_NODES must be 0 (no multi-node model) or 2 to %d, not %d"
                          % (MAX_CONTAINERS - count, model_nodes))
-    hosts = dict(container(index) for index in range(EXAMPLE_CONTAINERS, count))
+    if pve_release not in DEBIAN_OF_PVE:
+        raise ValueError("SANDBOX_PVE_RELEASE must be %s, not %r" % (" or ".join(sorted(DEBIAN_OF_PVE)), pve_release))
+    debian = DEBIAN_OF_PVE[pve_release]
+    model_nodes_debian = model_nodes_debian or debian
+    if model_nodes_debian not in TEMPLATES:
+        raise ValueError("SANDBOX_MODEL_NODES_DEBIAN must be %s, not %r" % (" or ".join(sorted(TEMPLATES)), model_nodes_debian))
+
+    def on(release, variables):
+        return dict(variables, pve_container_ostemplate=TEMPLATES[release]) if release != EXAMPLE_DEBIAN else variables
+
+    # The example's own containers appear only to get another release's template.
+    hosts = dict((name, on(debian, {})) for name, _variables in (container(index) for index in range(EXAMPLE_CONTAINERS))
+                 if debian != EXAMPLE_DEBIAN)
+    hosts.update((name, on(debian, variables)) for name, variables in (container(index) for index in range(EXAMPLE_CONTAINERS, count)))
     # Listed last and together: the rollout cuts a multi-node model's nodes over in one batch.
-    nodes = dict(container(index) for index in range(count, count + model_nodes))
+    nodes = dict((name, on(model_nodes_debian, variables))
+                 for name, variables in (container(index) for index in range(count, count + model_nodes)))
     if not hosts and not nodes:
         return {}
     servers = {"hosts": hosts} if hosts else {}
     if nodes:
         servers["children"] = {MODEL_GROUP: {"hosts": nodes}}
-    files = {GENERATED_NAME: {"all": {"children": {"sglang_servers": servers}}},
-             os.path.join("host_vars", NODE, GENERATED_NAME):
-                 {"pve_gpu_host_expected_gpu_count": GPUS_PER_CONTAINER * (count + model_nodes)}}
+    files = {GENERATED_NAME: {"all": {"children": {"sglang_servers": servers}}}}
+    if count + model_nodes > EXAMPLE_CONTAINERS:
+        files[os.path.join("host_vars", NODE, GENERATED_NAME)] = {"pve_gpu_host_expected_gpu_count": GPUS_PER_CONTAINER * (count + model_nodes)}
     if nodes:
         tp_size = GPUS_PER_CONTAINER * model_nodes
         files[os.path.join("group_vars", MODEL_GROUP + ".yml")] = dict(
@@ -99,9 +125,9 @@ def generated_paths(inventory_dir):
             os.path.join(inventory_dir, "group_vars", MODEL_GROUP + ".yml")]
 
 
-def write(inventory_dir, count, model_nodes=0):
+def write(inventory_dir, count, model_nodes=0, pve_release="9", model_nodes_debian=None):
     """Write the generated files (and remove those this variant does not have); returns the paths written."""
-    files = generated(count, model_nodes)
+    files = generated(count, model_nodes, pve_release, model_nodes_debian)
     written = []
     for path in generated_paths(inventory_dir):
         relative = os.path.relpath(path, inventory_dir)
@@ -110,8 +136,9 @@ def write(inventory_dir, count, model_nodes=0):
                 os.unlink(path)
             continue
         # JSON is YAML: no YAML library needed, and the files are for machines.
-        text = ("---\n# Written by scripts/sandbox-inventory.py for SANDBOX_CONTAINERS=%d SANDBOX_MODEL_NODES=%d; removed "
-                "by `make sandbox-down`.\n%s\n" % (count, model_nodes, json.dumps(files[relative], indent=2, sort_keys=True)))
+        text = ("---\n# Written by scripts/sandbox-inventory.py for SANDBOX_CONTAINERS=%d SANDBOX_MODEL_NODES=%d "
+                "SANDBOX_PVE_RELEASE=%s SANDBOX_MODEL_NODES_DEBIAN=%s; removed by `make sandbox-down`.\n%s\n"
+                % (count, model_nodes, pve_release, model_nodes_debian or "", json.dumps(files[relative], indent=2, sort_keys=True)))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as handle:
@@ -125,11 +152,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("count", type=int)
     parser.add_argument("--model-nodes", type=int, default=0)
+    parser.add_argument("--pve-release", default="9")
+    parser.add_argument("--model-nodes-debian")
     parser.add_argument("--inventory", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                                             "inventories", "sandbox"))
     options = parser.parse_args(argv)
     try:
-        paths = write(options.inventory, options.count, options.model_nodes)
+        paths = write(options.inventory, options.count, options.model_nodes, options.pve_release, options.model_nodes_debian)
     except ValueError as exc:
         sys.stderr.write("sandbox-inventory: %s\n" % exc)
         return 2

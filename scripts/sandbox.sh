@@ -14,6 +14,10 @@
 # Extra arguments after `up` go to ansible-playbook (e.g. scripts/sandbox.sh up --tags service).
 # SANDBOX_CONTAINERS=N (default 2, the example's) adds llm-qwen-c, -d, ... to the overlay (scripts/sandbox-inventory.py);
 # SANDBOX_MODEL_NODES=M (default 0, else at least 2) adds M containers after those that run one model across them.
+# SANDBOX_PVE_RELEASE=9|8 (default 9): the Proxmox VE release pve-sim runs (its version, kernel, defaults and cgroup
+# rules) with that release's containers: Debian 13 on 9 (the example's template), Debian 12 on 8 (the overlay gives
+# every container debian-12-standard); SANDBOX_MODEL_NODES_DEBIAN=12|13 gives the multi-node model's containers another
+# Debian release than the others.
 # prepare: everything `up` does before the playbook (the tests and the bench run ansible-playbook themselves).
 # summary: the verification summary of the last run.
 # playbook PLAYBOOK [args]: any playbook on the running sandbox, as `up` runs deploy.yml (e.g. playbooks/verify.yml).
@@ -23,7 +27,9 @@ set -euo pipefail
 SANDBOX_DIR="$REPO_ROOT/.build/sandbox"
 PVE_STATE="$SANDBOX_DIR/pve-sim"
 TEMPLATE_CACHE="${PVE_SIM_TEMPLATE_CACHE:-$REPO_ROOT/.build/pve-sim-cache}"
-TEMPLATE="debian-12-standard_12.7-1_amd64.tar.zst"
+# Both Debian releases' templates (PVE's names for them), built once: which one a container gets is the inventory's.
+TEMPLATES=(debian-13-standard_13.1-2_amd64.tar.zst debian-12-standard_12.7-1_amd64.tar.zst)
+PVE_RELEASE=${SANDBOX_PVE_RELEASE:-9}
 # Two GPUs per container (scripts/sandbox-inventory.py assigns them in inventory order).
 GPUS_PER_CONTAINER=2
 # Must match the overlay inventories/sandbox (pve_container_api_port, pve_container_net0). The kit and the mirror's installer have
@@ -72,7 +78,7 @@ prepare_node() {
   # for the node's nvidia-modprobe (it (re)creates the nodes, the uvm ones with the same major, as on a real node) and
   # udevadm.
   pve_sim gpu-kit --root "$SANDBOX_DIR/gpu-kit" --uvm-major "$UVM_MAJOR" --gpus "$gpus" --driver-version "$DRIVER_VERSION" \
-    --real-dev --node-root "$root" >/dev/null
+    --kernel "$(pve_sim release "$PVE_RELEASE" --field kernel)" --real-dev --node-root "$root" >/dev/null
   mkdir -p "$root/etc/udev/rules.d" "$root/etc/modules-load.d" "$root/etc/systemd/system" "$root/run/lock/lxc"
 }
 
@@ -86,13 +92,15 @@ prepare_secrets() {
   fi
 }
 
-ensure_template() {
+ensure_templates() {
+  local template
   mkdir -p "$TEMPLATE_CACHE"
-  if pve_sim template check --output "$TEMPLATE_CACHE/$TEMPLATE" >/dev/null 2>&1; then
-    return
-  fi
-  log "sandbox: building the container template (debootstrap, about 2 minutes, once)"
-  pve_sim template build --output "$TEMPLATE_CACHE/$TEMPLATE"
+  for template in "${TEMPLATES[@]}"; do
+    if ! pve_sim template check --output "$TEMPLATE_CACHE/$template" >/dev/null 2>&1; then
+      log "sandbox: building the container template $template (debootstrap, about a minute, once)"
+      pve_sim template build --output "$TEMPLATE_CACHE/$template"
+    fi
+  done
 }
 
 start_simulator() {
@@ -100,8 +108,8 @@ start_simulator() {
     log "sandbox: pve-sim already runs ($PVE_STATE)"
     return
   fi
-  log "sandbox: starting pve-sim on $API_LISTEN with bridge $BRIDGE"
-  pve_sim start --state-dir "$PVE_STATE" --listen "$API_LISTEN" --node "$NODE" --template-cache "$TEMPLATE_CACHE" \
+  log "sandbox: starting pve-sim (Proxmox VE $PVE_RELEASE) on $API_LISTEN with bridge $BRIDGE"
+  pve_sim start --state-dir "$PVE_STATE" --listen "$API_LISTEN" --node "$NODE" --release "$PVE_RELEASE" --template-cache "$TEMPLATE_CACHE" \
     --bridge "$BRIDGE" --gpu-kit "$SANDBOX_DIR/gpu-kit" --wait 60
 }
 
@@ -200,11 +208,12 @@ prepare() {
   need_root "the sandbox (LXC containers, a bridge, device nodes)"
   "$REPO_ROOT/scripts/host-packages.sh"
   "$REPO_ROOT/scripts/venv.sh"
-  ensure_template
+  ensure_templates
   mkdir -p "$SANDBOX_DIR"
   check_searchable "$SANDBOX_DIR"
   "$VENV/bin/python" "$REPO_ROOT/scripts/sandbox-inventory.py" "${SANDBOX_CONTAINERS:-2}" \
-    --model-nodes "${SANDBOX_MODEL_NODES:-0}" --inventory "$OVERLAY" >/dev/null
+    --model-nodes "${SANDBOX_MODEL_NODES:-0}" --pve-release "$PVE_RELEASE" \
+    ${SANDBOX_MODEL_NODES_DEBIAN:+--model-nodes-debian "$SANDBOX_MODEL_NODES_DEBIAN"} --inventory "$OVERLAY" >/dev/null
   # The router is the real smg from PyPI (downloaded once on this machine; the containers stay offline).
   # The same for huggingface_hub, which the stand-in sglang depends on as the real one does: its `hf` downloads the model.
   router_wheels=$("$REPO_ROOT/scripts/router-wheels.sh")

@@ -79,7 +79,8 @@ class Node:
     # -- setup ----------------------------------------------------------------------------------------
 
     def start(self):
-        self.sim.start()
+        # A Proxmox VE 8 node (pve-sim --release 8; the sandbox runs PVE 9), so that every `make test` deploys on both.
+        self.sim.start("--release", "8")
         self.set_uvm_major(UVM_MAJOR)
         self.api = self.sim.api()
         # A template cut short: its create task fails inside tar (an HTTP 200 with a UPID, then a failed task).
@@ -99,7 +100,8 @@ class Node:
     def set_uvm_major(self, major):
         """A driver or kernel update on the node: the uvm nodes get another dynamic major. The node's stand-in
         nvidia-modprobe (under the stand-in root, with udevadm; both log their calls there) recreates them with it."""
-        kit = sim_cli("gpu-kit", "--root", self.kit, "--uvm-major", major, "--gpus", 2, "--driver-version", DRIVER,
+        kernel = sim_cli("release", "8", "--field", "kernel").stdout.strip()
+        kit = sim_cli("gpu-kit", "--root", self.kit, "--uvm-major", major, "--gpus", 2, "--driver-version", DRIVER, "--kernel", kernel,
                       "--dev-dir", self.dev, "--real-dev", "--node-root", self.root)
         assert kit.returncode == 0, kit.stderr
         assert os.major(os.stat(self.dev / "nvidia-uvm").st_rdev) == major
@@ -176,6 +178,8 @@ class Node:
             # list that allows every device (pve-sim does too), where the passthrough would open whatever the lines say.
             "pve_container_unprivileged": False,
             "pve_container_gpu_config_dir": str(self.state / "etc/pve/lxc"),
+            # The simulated node mounts pure cgroup v2 (PVE 8's default); "auto" would read this machine's layout.
+            "pve_container_gpu_cgroup_version": "v2",
             "pve_container_gpu_lock_dir": str(self.root / "run/lock/lxc"),
             "pve_container_node_ssh_host": "127.0.0.1",
             # pct exec over SSH needs an SSH server on the node, which this machine does not run: the proof runs with
@@ -278,7 +282,7 @@ def test_raw_style_creates_the_container_and_passes_both_gpus(node):
     assert (node.root / "udevadm.log").read_text() == "control --reload-rules\n"
 
     text = node.conf(RAW_VMID)
-    allow = "lxc.cgroup.devices.allow" if not os.path.exists("/sys/fs/cgroup/cgroup.controllers") else "lxc.cgroup2.devices.allow"
+    allow = "lxc.cgroup2.devices.allow"
     assert "%s: c 195:* rwm\n" % allow in text and "%s: c %d:* rwm\n" % (allow, UVM_MAJOR) in text
     for name in GPU_NODES:
         assert "lxc.mount.entry: %s %s none bind,optional,create=file\n" % (node.dev / name, str(node.dev / name).lstrip("/")) in text
@@ -532,7 +536,7 @@ def test_missing_controller_files_fail_before_any_change_naming_each_fix(node):
 
 
 def test_a_template_the_storage_does_not_hold_fails_before_the_create(node):
-    missing = "local:vztmpl/debian-13-standard_13.1-2_amd64.tar.zst"
+    missing = "local:vztmpl/ubuntu-24.04-standard_24.04-2_amd64.tar.zst"
     run = node.run_playbook(container_vars(PREREQ_VMID, "raw", "file", pve_container_ostemplate=missing))
     assert run.rc != 0
     messages = run.failures()
@@ -540,7 +544,7 @@ def test_a_template_the_storage_does_not_hold_fails_before_the_create(node):
     assert messages[0].startswith("Create or update the container on pve: CT %d on node pve: the container template %s "
                                   "is not on storage 'local' (it holds " % (PREREQ_VMID, missing)), messages
     assert "local:vztmpl/%s" % TEMPLATE in messages[0]
-    assert "'pveam update', then 'pveam download local debian-13-standard_13.1-2_amd64.tar.zst'" in messages[0]
+    assert "'pveam update', then 'pveam download local ubuntu-24.04-standard_24.04-2_amd64.tar.zst'" in messages[0]
     assert messages[0].endswith("See docs/proxmox-host.md#the-container-template (llmops.serving).")
     assert not node.conf_path(PREREQ_VMID).exists() and node.task_count(PREREQ_VMID, "vzcreate") == 0
     assert run.stats["pve"]["changed"] == 0

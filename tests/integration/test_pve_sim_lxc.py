@@ -90,7 +90,15 @@ def test_gpu_passthrough_in_both_styles_is_proved_inside_the_container(node):
         paths[4]: "EPERM",  # raw mount of nvidia-uvm-tools (508:1) without an allow line for its major
     }
 
-    # The missing allow line, added in the file, takes effect at the next start.
+    # The missing allow line as a cgroup v1 key: the node is pure cgroup v2 (every PVE 9 node, a PVE 8 node unless booted
+    # hybrid), where LXC ignores every v1 setting with a warning, so the node stays refused.
+    start_log = next((state / "lxc").glob("*%d/start.log" % vmid))
+    with conf.open("a", encoding="utf-8") as handle:
+        handle.write("lxc.cgroup.devices.allow: c %d:* rwm\n" % UVM_MAJOR)
+    wait_task(api, api.nodes("pve").lxc(vmid).status.reboot.post(timeout=30))
+    assert sim.open_inside(vmid, [paths[4]]) == {paths[4]: "EPERM"}
+    assert "Ignoring legacy cgroup limits on pure cgroup2 system" in start_log.read_text()
+    # The same line as a cgroup v2 key takes effect at the next start.
     with conf.open("a", encoding="utf-8") as handle:
         handle.write("lxc.cgroup2.devices.allow: c %d:* rwm\n" % UVM_MAJOR)
     wait_task(api, api.nodes("pve").lxc(vmid).status.reboot.post(timeout=30))

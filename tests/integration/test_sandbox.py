@@ -1031,10 +1031,12 @@ def interrupt_the_download(host):
 
 def test_a_model_across_two_containers_runs_one_deployment_and_names_a_stopped_node(sandbox):
     # After the other tests: two more containers run ONE model (TP 4, two ranks each), node rank 0 behind the router.
-    # As `make sandbox SANDBOX_MODEL_NODES=2` prepares it: the inventory's two more containers and the GPU kit's four more GPUs.
+    # As `make sandbox SANDBOX_MODEL_NODES=2 SANDBOX_MODEL_NODES_DEBIAN=12` prepares it: the inventory's two more
+    # containers, on Debian 12 (PVE 8's template) beside the example's Debian 13 ones, and the GPU kit's four more GPUs.
     made = subprocess.run(["bash", str(REPO / "scripts" / "sandbox.sh"), "prepare"], cwd=str(REPO), capture_output=True, text=True,
                           timeout=900, check=False,
-                          env=dict(os.environ, SANDBOX_MODEL_NODES="2", PATH=str(VENV_BIN) + os.pathsep + os.environ["PATH"]))
+                          env=dict(os.environ, SANDBOX_MODEL_NODES="2", SANDBOX_MODEL_NODES_DEBIAN="12",
+                                   PATH=str(VENV_BIN) + os.pathsep + os.environ["PATH"]))
     assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
     assert len(kit_gpus()) == 8
     # The first deploy of the new containers is interrupted as an operator does (Ctrl-C) while hf downloads the model
@@ -1062,6 +1064,11 @@ def test_a_model_across_two_containers_runs_one_deployment_and_names_a_stopped_n
     assert not set(again) & set(interrupted["whole"]), (again, interrupted["whole"])
     assert model_hashes("llm-qwen-c", sorted(files)) == files
     assert {"llm-qwen-c", "llm-qwen-d"} <= set(rolled_out(run))
+    # Each container runs its template's Debian and Python, and SGLang's environment was made with that Python.
+    for host, (debian, python) in {"llm-qwen-a": ("13", "3.13"), "llm-qwen-c": ("12", "3.11"), "llm-qwen-d": ("12", "3.11")}.items():
+        assert inside(host, "sh", "-c", ". /etc/os-release; echo $VERSION_ID").strip() == debian, host
+        environments = inside(host, "sh", "-c", "ls -d /opt/sglang/envs/*/lib/python3.*").split()
+        assert environments and all(path.endswith("/python%s" % python) for path in environments), (host, environments)
     # One deployment ID on both nodes, each verified in its own part: rank 0 the model, rank 1 its dummy health check.
     rank_0, rank_1 = summary("llm-qwen-c"), summary("llm-qwen-d")
     assert rank_0["status"] == rank_1["status"] == "passed", (rank_0, rank_1)

@@ -6,7 +6,3 @@
 from __future__ import annotations
 
 __version__ = "0.1.0"
-# What /version answers: a PVE 9 node (pve-manager 9.0.x, pve-container 6.x).
-PVE_RELEASE = "9.0"
-PVE_VERSION = "9.0.10"
-PVE_REPOID = "deb1ca707ec72a89"

@@ -10,6 +10,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -18,11 +19,15 @@ import sys
 import tempfile
 import time
 
-from pve_sim import faults
+from pve_sim import faults, releases
 from pve_sim.auth import AuthStore
 
 DEFAULT_TEMPLATE = "debian-12-standard_12.7-1_amd64.tar.zst"
 TEMPLATE_SUITE = "bookworm"
+# The Debian release a template is built from, by the name PVE's template index gives it (aplinfo: debian-12-standard,
+# debian-13-standard): a tarball's name says what is inside it, as on a node.
+SUITES = {"12": "bookworm", "13": "trixie"}
+_TEMPLATE_NAME = re.compile(r"^debian-(?P<release>\d+)-standard_[0-9][0-9.]*-\d+_amd64\.tar\.zst$")
 TEMPLATE_PACKAGES = "systemd,systemd-sysv,python3,python3-apt,python3-venv,dbus,procps,iproute2,openssh-server"
 # Units that wait for hardware a container does not have.
 MASKED_UNITS = ("systemd-firstboot.service", "getty.target", "console-getty.service", "systemd-udevd.service", "systemd-udev-trigger.service",
@@ -41,8 +46,17 @@ SOURCES_LIST = ("# pve-sim: containers reach only this machine (the node's bridg
 RECIPE_REVISION = 3
 
 
-def template_recipe():
-    return {"revision": RECIPE_REVISION, "suite": TEMPLATE_SUITE, "variant": "minbase", "include": TEMPLATE_PACKAGES.split(","),
+def suite_of_template(tarball):
+    """The Debian suite of a template by its file name (debian-13-standard_13.1-2_amd64.tar.zst: trixie)."""
+    match = _TEMPLATE_NAME.match(os.path.basename(tarball))
+    if not match or match.group("release") not in SUITES:
+        raise ValueError("%s: pve-sim builds templates named debian-<release>-standard_<version>_amd64.tar.zst for Debian %s"
+                         % (os.path.basename(tarball), " and ".join(sorted(SUITES))))
+    return SUITES[match.group("release")]
+
+
+def template_recipe(suite=TEMPLATE_SUITE):
+    return {"revision": RECIPE_REVISION, "suite": suite, "variant": "minbase", "include": TEMPLATE_PACKAGES.split(","),
             "sources_list": SOURCES_LIST, "masked": list(MASKED_UNITS), "enabled": [unit for unit, _target in ENABLED_UNITS], "removed": list(REMOVED_PATHS),
             "format": "tar.zst"}
 
@@ -68,7 +82,10 @@ def template_is_current(tarball):
             tarball, recipe_path(tarball))
     except (OSError, ValueError, AttributeError) as error:
         return False, "%s: unreadable recipe file: %s" % (tarball, error)
-    current = recipe_digest()
+    try:
+        current = recipe_digest(template_recipe(suite_of_template(tarball)))
+    except ValueError as error:
+        return False, str(error)
     if recorded != current:
         return False, "%s was built from recipe %s, the current one is %s" % (tarball, (recorded or "?")[:12], current[:12])
     return True, "%s matches the current recipe %s" % (tarball, current[:12])
@@ -123,8 +140,15 @@ def cmd_serve(args):
     AuthStore.initialise(state_dir, args.root_password)
     faults.clear(state_dir)  # fault rules live as long as the server that reads them
     _seed_templates(state_dir, args.template_cache or os.environ.get("PVE_SIM_TEMPLATE_CACHE"))
-    runtime = NullRuntime(state_dir) if args.no_lxc else LxcRuntime(state_dir, args.gpu_kit and os.path.abspath(args.gpu_kit))
-    node = Node(state_dir, args.node, runtime)
+    try:
+        release = releases.release(args.release)
+        layout = releases.check_layout(release, args.cgroup_layout)
+    except releases.ReleaseError as error:
+        sys.stderr.write("pve-sim: %s\n" % error)
+        return 2
+    runtime = NullRuntime(state_dir) if args.no_lxc else LxcRuntime(state_dir, args.gpu_kit and os.path.abspath(args.gpu_kit),
+                                                                    releases.node_cgroup_version(layout))
+    node = Node(state_dir, args.node, runtime, release)
     cert, key, fingerprint = ensure_certificate(state_dir, args.node)
     node.fingerprint = fingerprint
     server = ApiServer(_listen(args.listen), node, AuthStore(state_dir), cert, key, args.auth_failure_delay, args.access_log)
@@ -167,6 +191,11 @@ def _read_pid(state_dir):
 def cmd_start(args):
     from pve_sim import network  # pylint: disable=import-outside-toplevel
 
+    try:
+        releases.check_layout(releases.release(args.release), args.cgroup_layout)
+    except releases.ReleaseError as error:
+        sys.stderr.write("pve-sim: %s (nothing started)\n" % error)
+        return 2
     state_dir = os.path.abspath(args.state_dir)
     if _read_pid(state_dir):
         print("pve-sim: already running (pid %d)" % _read_pid(state_dir))
@@ -178,7 +207,7 @@ def cmd_start(args):
         return 2
     os.makedirs(state_dir, exist_ok=True)
     command = [sys.executable, "-m", "pve_sim", "serve", "--state-dir", state_dir, "--listen", args.listen, "--node", args.node,
-               "--auth-failure-delay", str(args.auth_failure_delay)]
+               "--release", args.release, "--cgroup-layout", args.cgroup_layout, "--auth-failure-delay", str(args.auth_failure_delay)]
     if args.no_lxc:
         command.append("--no-lxc")
     if args.template_cache:
@@ -351,12 +380,13 @@ def finish_rootfs(rootfs):
 def build_template(output, from_rootfs=None, mirror="http://deb.debian.org/debian", timeout=900):
     """debootstrap --variant=minbase (systemd, python3, sshd) packed as a zstd tarball, PVE's vztmpl format, with the
     recipe's digest in <output>.recipe. A tarball packed --from-rootfs gets no recipe file (it is not the recipe's)."""
+    recipe = template_recipe(suite_of_template(output))
     work = tempfile.mkdtemp(prefix="pve-sim-template.", dir=os.path.dirname(os.path.abspath(output)))
     try:
         rootfs = from_rootfs
         if rootfs is None:
             rootfs = os.path.join(work, "rootfs")
-            subprocess.run(["debootstrap", "--variant=minbase", "--include=" + TEMPLATE_PACKAGES, TEMPLATE_SUITE, rootfs, mirror],
+            subprocess.run(["debootstrap", "--variant=minbase", "--include=" + TEMPLATE_PACKAGES, recipe["suite"], rootfs, mirror],
                            check=True, capture_output=True, timeout=timeout)
             finish_rootfs(rootfs)
         temporary = os.path.join(work, "template.tar.zst")
@@ -367,7 +397,7 @@ def build_template(output, from_rootfs=None, mirror="http://deb.debian.org/debia
         os.replace(temporary, output)
         if from_rootfs is None:
             with open(recipe_path(output) + ".tmp", "w", encoding="utf-8") as handle:
-                json.dump({"digest": recipe_digest(), "recipe": template_recipe()}, handle, indent=1, sort_keys=True)
+                json.dump({"digest": recipe_digest(recipe), "recipe": recipe}, handle, indent=1, sort_keys=True)
             os.replace(recipe_path(output) + ".tmp", recipe_path(output))
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -376,6 +406,11 @@ def build_template(output, from_rootfs=None, mirror="http://deb.debian.org/debia
 
 def cmd_template(args):
     output = os.path.abspath(args.output or os.path.join(_template_dir(os.path.abspath(args.state_dir)), DEFAULT_TEMPLATE))
+    try:
+        suite_of_template(output)
+    except ValueError as error:
+        print("pve-sim: %s" % error, file=sys.stderr)
+        return 2
     current, why = template_is_current(output)
     if args.action == "check":
         print("pve-sim: template %s: %s" % ("current" if current else "stale", why))
@@ -387,6 +422,12 @@ def cmd_template(args):
         print("pve-sim: rebuilding: %s" % why, file=sys.stderr)
     os.makedirs(os.path.dirname(output), exist_ok=True)
     print(build_template(output, args.from_rootfs, args.mirror))
+    return 0
+
+
+def cmd_release(args):
+    chosen = releases.release(args.name)
+    print(getattr(chosen, args.field) if args.field else json.dumps(chosen._asdict(), sort_keys=True))
     return 0
 
 
@@ -445,6 +486,12 @@ def build_parser():
         command.add_argument("--state-dir", required=True, help="directory of the node's state (configs, templates, users, tasks)")
         command.add_argument("--listen", default="127.0.0.1:8006", help="HOST:PORT (default 127.0.0.1:8006; port 0 picks a free one)")
         command.add_argument("--node", default="pve", help="node name (default pve)")
+        command.add_argument("--release", default=releases.DEFAULT_RELEASE, choices=sorted(releases.RELEASES),
+                             help="the Proxmox VE major release the node runs (default %s): its version, kernel, create defaults "
+                                  "and cgroup layouts" % releases.DEFAULT_RELEASE)
+        command.add_argument("--cgroup-layout", default="unified", choices=["unified", "hybrid"],
+                             help="how the node mounts its cgroups (default unified, pure v2; hybrid only on release 8): LXC on "
+                                  "the node ignores the containers' raw settings of the other version")
         command.add_argument("--no-lxc", action="store_true", help="keep containers on paper: no LXC (fast unit tests)")
         command.add_argument("--template-cache", help="directory of vztmpl tarballs to link into storage 'local' (or PVE_SIM_TEMPLATE_CACHE)")
         command.add_argument("--root-password", help="password of root@pam on first start (default: generated into STATE/root-password)")
@@ -518,6 +565,12 @@ def build_parser():
     template.add_argument("--mirror", default="http://deb.debian.org/debian")
     template.add_argument("--force", action="store_true", help="build even when the tarball is current")
     template.set_defaults(func=cmd_template)
+
+    release = sub.add_parser("release", help="what a node of a Proxmox VE release prints (JSON, or one --field): its version, "
+                                             "kernel and defaults, for scripts that set up the node's other stand-ins")
+    release.add_argument("name", choices=sorted(releases.RELEASES))
+    release.add_argument("--field", choices=sorted(releases.Release._fields))
+    release.set_defaults(func=cmd_release)
 
     pct = sub.add_parser("pct", help="pct-like access to realised containers: exec, enter, status")
     pct.add_argument("pct_command", choices=["exec", "enter", "status"])

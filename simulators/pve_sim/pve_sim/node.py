@@ -20,7 +20,7 @@ import shutil
 import threading
 import time
 
-from pve_sim import PVE_RELEASE, PVE_REPOID, PVE_VERSION, guest, idmap, mounts, schema
+from pve_sim import guest, idmap, mounts, releases, schema
 from pve_sim.auth import PermissionDenied
 from pve_sim.configfile import ConfigMissing, api_view, load, write_atomic
 from pve_sim.pct_config import parse_device, render_new
@@ -54,10 +54,12 @@ def die(message):
 
 
 class Node:
-    def __init__(self, state_dir, name, runtime):
+    def __init__(self, state_dir, name, runtime, release=None):
         self.state_dir = os.path.abspath(state_dir)
         self.name = name
         self.runtime = runtime
+        # The Proxmox VE release this node runs (releases.py): what it prints and the defaults it applies.
+        self.release = release or releases.release(releases.DEFAULT_RELEASE)
         self.config_dir = os.path.join(self.state_dir, "etc", "pve", "lxc")
         self.template_dir = os.path.join(self.state_dir, "var", "lib", "vz", "template", "cache")
         self.images_dir = os.path.join(self.state_dir, "var", "lib", "vz", "images")
@@ -160,7 +162,8 @@ class Node:
 
     def version(self, identity, params):
         schema.verify(params, {})
-        return {"version": PVE_VERSION, "release": PVE_RELEASE, "repoid": PVE_REPOID, "console": "xtermjs"}
+        return {"version": self.release.version, "release": self.release.version.rsplit(".", 1)[0], "repoid": self.release.repoid,
+                "console": "xtermjs"}
 
     def nextid(self, identity, params):
         schema.verify(params, {"vmid": schema.VMID})
@@ -245,11 +248,14 @@ class Node:
         identity.check("/nodes/%s" % node, ["Sys.Audit"])
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         uname = os.uname()
-        return {"pveversion": "pve-manager/%s/%s" % (PVE_VERSION, PVE_REPOID), "kversion": "%s %s" % (uname.sysname, uname.version),
+        # The release's kernel, not this machine's: a client reads the node's kernel from here.
+        kernel_version = "#1 SMP PREEMPT_DYNAMIC PMX %s (pve-sim)" % self.release.kernel.rsplit("-pve", 1)[0]
+        return {"pveversion": "pve-manager/%s/%s" % (self.release.version, self.release.repoid),
+                "kversion": "%s %s %s" % (uname.sysname, self.release.kernel, kernel_version),
                 "uptime": int(time.time() - self.started_at), "cpu": 0.01, "loadavg": [str(value) for value in os.getloadavg()],
                 "cpuinfo": {"cpus": os.cpu_count() or 1, "cores": os.cpu_count() or 1, "sockets": 1, "model": "pve-sim"},
                 "memory": {"total": total, "used": 0, "free": total, "available": total},
-                "current-kernel": {"sysname": uname.sysname, "release": uname.release, "version": uname.version, "machine": uname.machine}}
+                "current-kernel": {"sysname": uname.sysname, "release": self.release.kernel, "version": kernel_version, "machine": uname.machine}}
 
     def storage_content(self, identity, params, node, storage):
         schema.verify(params, {"content": schema._str(), "vmid": schema.VMID})  # pylint: disable=protected-access
@@ -322,7 +328,7 @@ class Node:
             if schema.parse_boolean(params.get(key, "0")) and key in ("restore", "pool", "ha-managed"):
                 raise die("pve-sim does not implement '%s'" % key)
             params.pop(key, None)
-        unprivileged = schema.parse_boolean(params.get("unprivileged", "1"))
+        unprivileged = schema.parse_boolean(params.get("unprivileged", "1" if self.release.default_unprivileged else "0"))
         if not unprivileged:
             identity.check("/", ["Sys.Modify"])
         if vmid in self.vmids():

@@ -22,7 +22,7 @@ import stat
 import subprocess
 import time
 
-from pve_sim import gpu_kit, guest, idmap, mounts, network, schema
+from pve_sim import gpu_kit, guest, idmap, mounts, network, releases, schema
 from pve_sim.tasks import TaskFailed
 
 _MAGIC = {b"\x28\xb5\x2f\xfd": "zstd", b"\x1f\x8b": "gzip", b"\xfd7zXZ": "xz"}
@@ -110,8 +110,11 @@ class LxcRuntime(NullRuntime):
 
     name = "lxc"
 
-    def __init__(self, state_dir, gpu_kit_root=None):
+    def __init__(self, state_dir, gpu_kit_root=None, node_cgroup_version=2):
         super().__init__(state_dir)
+        # The simulated node's cgroup version (releases.node_cgroup_version), which decides the raw settings LXC on
+        # the node applies; self.cgroup_version is this host's, which the generated lines must use to work here.
+        self.node_cgroup_version = node_cgroup_version
         # The node's GPU kit: its driver state is in every container, as a real node's /proc is.
         self.gpu_kit_root = gpu_kit_root
         self.lxcpath = os.path.join(state_dir, "lxc")
@@ -202,7 +205,8 @@ class LxcRuntime(NullRuntime):
     def lxc_config(self, vmid, config, rootfs):
         """The LXC config a PVE node would generate (update_lxc_config), for this host's cgroup version."""
         return render_lxc_config(vmid, config, rootfs, self.cgroup_version, cpu_load=self.cpu_load(vmid),
-                                 passthrough_dir=self.passthrough_dir(vmid), driver_mounts=gpu_kit.driver_mounts(self.gpu_kit_root))
+                                 passthrough_dir=self.passthrough_dir(vmid), driver_mounts=gpu_kit.driver_mounts(self.gpu_kit_root),
+                                 node_cgroup_version=self.node_cgroup_version)
 
     def cpu_load(self, vmid):
         """How many of the other running containers of this node use each CPU (from their configs' cpuset)."""
@@ -246,6 +250,11 @@ class LxcRuntime(NullRuntime):
         copies = self.make_passthrough_nodes(vmid, config)
         self.check_reachable(vmid, config, rootfs, copies)
         log_file = os.path.join(directory, "start.log")
+        if self.node_cgroup_version == 2 and any(is_cgroup_setting(entry.key) == 1 for entry in ignored_on_node(config, 2)):
+            # What LXC on a pure cgroup v2 node logs at this start (lxc-start appends to the same file).
+            with open(log_file, "a", encoding="utf-8") as handle:
+                handle.write("lxc %d %s WARN     cgfsng - cgroups/cgfsng.c:cgfsng_setup_limits_legacy:2767 - %s\n"
+                             % (int(vmid), time.strftime("%Y%m%d%H%M%S.000"), releases.LEGACY_LIMITS_IGNORED))
         result = self._lxc("lxc-start", vmid, "-d", "-l", "INFO", "-o", log_file)
         if result.returncode != 0 or not self._wait_state(vmid, "RUNNING", 30):
             tail = _tail_file(log_file, 12) + (result.stderr or "").splitlines()[-5:]
@@ -300,6 +309,23 @@ _V2_TO_V1 = {
     "lxc.cgroup2.cpuset.cpus": ("lxc.cgroup.cpuset.cpus", None),
     "lxc.cgroup2.memory.max": ("lxc.cgroup.memory.limit_in_bytes", None),
 }
+
+
+def is_cgroup_setting(key):
+    """(version, True) for an ``lxc.cgroup2.*`` (2) or ``lxc.cgroup.*`` (1) controller setting; LXC's own
+    ``lxc.cgroup.relative``/``lxc.cgroup.dir*`` keys are not settings."""
+    if key.startswith("lxc.cgroup2."):
+        return 2
+    if key.startswith("lxc.cgroup.") and key != "lxc.cgroup.relative" and not key.startswith("lxc.cgroup.dir"):
+        return 1
+    return None
+
+
+def ignored_on_node(config, node_cgroup_version):
+    """The raw cgroup settings of ``config`` that LXC on the node does not apply: v1 ones on a pure cgroup v2 node
+    (all of them, releases.LEGACY_LIMITS_IGNORED), v2 ones on a hybrid node (its devices, memory and cpuset controllers
+    are v1)."""
+    return [entry for entry in config.lxc_entries() if is_cgroup_setting(entry.key) not in (None, node_cgroup_version)]
 
 
 def translate_raw(key, value, cgroup_version):
@@ -378,14 +404,16 @@ def create_passthrough_node(base, device, id_map):
 
 
 def render_lxc_config(vmid, config, rootfs, cgroup_version, bridge_mtu=network.read_bridge_mtu, is_directory=os.path.isdir,
-                      cpu_load=None, passthrough_dir=None, driver_mounts=()):
+                      cpu_load=None, passthrough_dir=None, driver_mounts=(), node_cgroup_version=2):
     """PVE's update_lxc_config, reduced to what this host can run: privileged or unprivileged (user namespace with
     PVE's id map, deny-list devices cgroup); netN on the node's bridges (or loopback only without netN); bind mount
     points; dev[n] as bind mounts of the copies below ``passthrough_dir`` (default PVE's /var/lib/lxc/<vmid>/passthrough).
     ``bridge_mtu``/``is_directory`` look at the host (tests pass their own).
     ``cpu_load``: how many other running containers use each CPU (index = CPU number), for the cpuset of ``cores``.
     ``driver_mounts``: (host dir, path inside, read-only) of the GPU kit's driver state, which every container of a node
-    sees whatever its config says (gpu_kit.driver_mounts)."""
+    sees whatever its config says (gpu_kit.driver_mounts).
+    ``cgroup_version`` is this host's (what the lines must say to work here), ``node_cgroup_version`` the simulated
+    node's: raw settings of the other version are left out, as LXC on the node ignores them (ignored_on_node)."""
     prefix = "lxc.cgroup2." if cgroup_version == 2 else "lxc.cgroup."
     passthrough_dir = passthrough_dir or "/var/lib/lxc/%d/passthrough" % int(vmid)
     unprivileged = idmap.is_unprivileged(config)
@@ -449,7 +477,11 @@ def render_lxc_config(vmid, config, rootfs, cgroup_version, bridge_mtu=network.r
     if not schema.parse_boolean(config.get("console") or "1"):
         # has_dev_console: no /dev/console for the container.
         lines += ["lxc.console.path = none", "%sdevices.deny = c 5:1 rwm" % prefix]
+    ignored = ignored_on_node(config, node_cgroup_version)
     for entry in config.lxc_entries():
+        if entry in ignored:
+            lines.append("# ignored (not applied on the node's cgroup v%d): %s = %s" % (node_cgroup_version, entry.key, entry.value))
+            continue
         translated = translate_raw(entry.key, entry.value, cgroup_version)
         if translated is None:
             lines.append("# dropped (no equivalent on cgroup v%d): %s = %s" % (cgroup_version, entry.key, entry.value))

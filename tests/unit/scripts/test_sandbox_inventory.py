@@ -109,3 +109,50 @@ def test_a_multi_node_model_wins_over_the_examples_tp_size_and_comes_last(invent
     assert host_vars(example, overlay, "pve1")["pve_gpu_host_expected_gpu_count"] == 8
     # The example's own servers keep the example's TP size.
     assert host_vars(example, overlay, "llm-qwen-b")["sglang_service_tp_size"] == 2
+
+
+def test_the_examples_template_is_the_debian_release_the_script_calls_the_examples():
+    with open(os.path.join(REPO, "inventories", "example", "group_vars", "sglang_servers.yml"), encoding="utf-8") as handle:
+        example = yaml.safe_load(handle)
+    assert example["pve_container_ostemplate"] == inventory.TEMPLATES[inventory.EXAMPLE_DEBIAN]
+    assert inventory.DEBIAN_OF_PVE["9"] == inventory.EXAMPLE_DEBIAN
+
+
+def test_a_pve_8_node_gives_every_container_debian_12_and_the_example_alone_adds_no_gpus(tmp_path):
+    written = inventory.write(str(tmp_path), 2, pve_release="8")
+    assert [os.path.relpath(path, str(tmp_path)) for path in written] == ["sandbox-containers.yml"]
+    hosts = yaml.safe_load(open(written[0], encoding="utf-8"))["all"]["children"]["sglang_servers"]["hosts"]
+    # Only the template: the example's hosts keep everything else from the example.
+    assert hosts == {name: {"pve_container_ostemplate": "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"}
+                     for name in ("llm-qwen-a", "llm-qwen-b")}
+    files = inventory.generated(3, model_nodes=2, pve_release="8")
+    servers = files[inventory.GENERATED_NAME]["all"]["children"]["sglang_servers"]
+    assert {host["pve_container_ostemplate"] for host in list(servers["hosts"].values())
+            + list(servers["children"][inventory.MODEL_GROUP]["hosts"].values())} == {inventory.TEMPLATES["12"]}
+
+
+def test_the_model_nodes_alone_can_run_another_debian_release(tmp_path):
+    files = inventory.generated(2, model_nodes=2, model_nodes_debian="12")
+    servers = files[inventory.GENERATED_NAME]["all"]["children"]["sglang_servers"]
+    assert "hosts" not in servers
+    nodes = servers["children"][inventory.MODEL_GROUP]["hosts"]
+    assert [nodes[name]["pve_container_ostemplate"] for name in ("llm-qwen-c", "llm-qwen-d")] == [inventory.TEMPLATES["12"]] * 2
+    # On the example's release, the example's own Debian adds nothing.
+    assert "pve_container_ostemplate" not in inventory.generated(4)[inventory.GENERATED_NAME]["all"]["children"][
+        "sglang_servers"]["hosts"]["llm-qwen-c"]
+
+
+@pytest.mark.parametrize("argv,message", [(["--pve-release", "7"], "SANDBOX_PVE_RELEASE must be 8 or 9, not '7'"),
+                                          (["--model-nodes-debian", "11"], "SANDBOX_MODEL_NODES_DEBIAN must be 12 or 13, not '11'")])
+def test_a_release_the_sandbox_has_no_template_for_is_refused(tmp_path, capsys, argv, message):
+    assert inventory.main(["2", "--inventory", str(tmp_path)] + argv) == 2
+    assert message in capsys.readouterr().err
+    assert not os.listdir(tmp_path)
+
+
+def test_ansible_gives_the_examples_containers_the_pve_8_template_over_the_examples_group_vars(inventories):
+    example, overlay = inventories
+    inventory.write(str(overlay), 2, pve_release="8")
+    seen = host_vars(example, overlay, "llm-qwen-a")
+    assert seen["pve_container_ostemplate"] == inventory.TEMPLATES["12"]
+    assert seen["ansible_host"] == "10.213.0.11" and seen["pve_container_gpus"] == [0, 1]

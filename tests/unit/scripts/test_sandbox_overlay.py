@@ -75,6 +75,7 @@ OVERLAY = {
     "llmops_rollout_report_dir": PATH,
     "llmops_deploy_lease_dir": PATH,                  # the stand-in root's /run/lock
     "sglang_router_report_dir": PATH,
+    "pve_container_gpu_cgroup_version": SIMULATOR,    # the simulated node's cgroup layout, not this machine's
     "cuda_toolkit_repo_options": SIMULATOR,           # the stand-in repository is unsigned
     "sglang_service_server_command": SIMULATOR,       # sglang-sim
     "sglang_service_environment": SIMULATOR,          # SGLANG_SIM_* beside the example's own

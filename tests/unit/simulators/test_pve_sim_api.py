@@ -43,14 +43,14 @@ def _write_template(directory):
 
 
 class Sim:
-    def __init__(self, state_dir):
+    def __init__(self, state_dir, *options):
         self.state_dir = str(state_dir)
         _write_template(os.path.join(self.state_dir, "var", "lib", "vz", "template", "cache"))
         env = dict(os.environ, PYTHONPATH=SIM_SOURCE + os.pathsep + os.environ.get("PYTHONPATH", ""))
         self.log_path = os.path.join(self.state_dir, "serve.log")
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
-                [sys.executable, "-m", "pve_sim", "serve", "--state-dir", self.state_dir, "--listen", "127.0.0.1:0", "--no-lxc"],
+                [sys.executable, "-m", "pve_sim", "serve", "--state-dir", self.state_dir, "--listen", "127.0.0.1:0", "--no-lxc"] + list(options),
                 env=env, stdout=log, stderr=subprocess.STDOUT)
         endpoint = os.path.join(self.state_dir, "endpoint.json")
         deadline = time.time() + 30
@@ -132,7 +132,7 @@ def raised(call):
 
 def test_ticket_auth_reads_version_and_the_ticket_is_a_pve_ticket(sim):
     api = sim.api()
-    assert api.version.get()["release"] == "9.0"
+    assert api.version.get()["release"] == "9.1"
     ticket, csrf = api.get_tokens()
     assert re.match(r"^PVE:root@pam:[0-9A-F]{8}::\S+$", ticket)
     assert re.match(r"^[0-9A-F]{8}:\S+$", csrf)

@@ -123,12 +123,30 @@ def test_a_container_without_console_gets_no_dev_console():
     assert "lxc.console.path = none" not in render_lxc_config(120, pct_config.parse("console: 1\n"), "/r", 1).splitlines()
 
 
-def test_cgroup_v2_host_keeps_v2_keys_and_translates_v1_ones():
-    lines = render_lxc_config(120, pct_config.parse(CONFIG + "lxc.cgroup.devices.allow: c 10:200 rwm\n"), "/r", 2).splitlines()
-    assert "lxc.cgroup2.memory.max = 2147483648" in lines and "lxc.cgroup2.devices.allow = c 195:* rwm" in lines
-    assert "lxc.cgroup2.cpu.weight = 50" in lines and "lxc.cgroup2.devices.allow = c 10:200 rwm" in lines
+def test_cgroup_v2_host_keeps_v2_keys_and_a_hybrid_nodes_v1_ones():
+    config = pct_config.parse(CONFIG + "lxc.cgroup.devices.allow: c 10:200 rwm\n")
+    lines = render_lxc_config(120, config, "/r", 2, node_cgroup_version=1).splitlines()
+    assert "lxc.cgroup2.memory.max = 2147483648" in lines and "lxc.cgroup2.devices.allow = c 10:200 rwm" in lines
+    # A hybrid node's devices controller is v1: its v2 settings are not applied.
+    assert "# ignored (not applied on the node's cgroup v1): lxc.cgroup2.devices.allow = c 195:* rwm" in lines
+    lines = render_lxc_config(120, config, "/r", 2).splitlines()
+    assert "lxc.cgroup2.devices.allow = c 195:* rwm" in lines and "lxc.cgroup2.cpu.weight = 50" in lines
     assert translate_raw("lxc.cgroup2.memory.max", "1G", 1) == ("lxc.cgroup.memory.limit_in_bytes", "1G")
     assert translate_raw("lxc.environment", "A=1", 1) == ("lxc.environment", "A=1")
+
+
+def test_a_pure_cgroup_v2_node_applies_no_v1_setting_on_either_host():
+    # LXC on such a node ignores every lxc.cgroup.* setting (cgfsng_setup_limits_legacy), whatever this host mounts:
+    # a v1 devices.allow line there allows nothing, so the simulator must not translate it into one that would.
+    config = pct_config.parse("lxc.cgroup.devices.allow: c 10:200 rwm\nlxc.cgroup.relative: 1\nlxc.cgroup2.devices.allow: c 1:3 rwm\n")
+    assert [entry.key for entry in runtime_module.ignored_on_node(config, 2)] == ["lxc.cgroup.devices.allow"]
+    for host in (1, 2):
+        lines = render_lxc_config(120, config, "/r", host).splitlines()
+        assert not [line for line in lines if "10:200" in line and not line.startswith("# ignored")]
+        assert "# ignored (not applied on the node's cgroup v2): lxc.cgroup.devices.allow = c 10:200 rwm" in lines
+        # LXC's own key is not a cgroup setting; the v2 one is applied as this host needs it.
+        assert "lxc.cgroup.relative = 1" in lines
+        assert ("lxc.cgroup.devices.allow = c 1:3 rwm" if host == 1 else "lxc.cgroup2.devices.allow = c 1:3 rwm") in lines
 
 
 def test_a_missing_or_non_device_dev_entry_fails_like_pve():
