@@ -72,7 +72,7 @@ def test_a_status_rule_answers_the_next_n_matching_requests_with_pves_error_and_
         response = get(sim, "/version")
         assert (response.status_code, response.reason) == (503, "Service Unavailable")
         assert response.json() == {"data": None, "message": "Service Unavailable\n"}
-    assert get(sim, "/version").json()["data"]["release"] == "9.0"
+    assert get(sim, "/version").json()["data"]["release"] == "9.1"
     assert fired(sim) == [2]
     # Another method or path is not touched by it.
     faults.add(sim.state_dir, {"method": "POST", "path": "/version", "status": 500, "message": "not for GET"})
