@@ -3,6 +3,7 @@
 # (debootstrap + docker import): no registry is needed. Skips the build when the image exists.
 #
 # The tag is a digest of this script, so a change to the package list builds a new image.
+# BASE_IMAGE_SUITE=trixie builds the Debian 13 image (Python 3.13) beside the default Debian 12 one.
 # Set MOLECULE_IMAGE to use another image instead (for example one pulled from a registry).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -41,5 +42,6 @@ tar -C "$rootfs" -c . | docker import \
   --change 'CMD ["/lib/systemd/systemd"]' \
   --change 'ENV container=docker' \
   - "$IMAGE" >/dev/null
-docker tag "$IMAGE" llmops-serving-systemd:latest
+# :latest is the default image's (molecule's platform falls back to it): the Debian 12 one.
+[ "$SUITE" = bookworm ] && docker tag "$IMAGE" llmops-serving-systemd:latest
 log "base image: $IMAGE built"

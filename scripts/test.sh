@@ -86,7 +86,7 @@ tier_package() {
 # and the simulator, not on a core. The longest ones (measured) start first so the lanes end together; each scenario's
 # output is printed whole when it ends, so the log reads one scenario at a time.
 MOLECULE_JOBS=${MOLECULE_JOBS:-2}
-MOLECULE_LONGEST_FIRST=(sglang_verify sglang_service flash_attn sglang_router sglang)
+MOLECULE_LONGEST_FIRST=(sglang_verify sglang_service flash_attn sglang_router sglang flash_attn@debian-13 cuda_toolkit)
 
 # The molecule platforms' GPUs (.config/molecule/config.yml): a GPU kit whose nodes docker passes into every container,
 # all but the seventh GPU's (a GPU of the node that a container does not get).
@@ -95,48 +95,77 @@ molecule_gpu_kit() {
     --uvm-major 508 --gpus 7 --dev-dir /dev/llmops-molecule --real-dev >/dev/null
 }
 
+# The scenarios of the roles the sandbox does not run in its Debian 13 containers run a second time on the Debian 13
+# image (BASE_IMAGE_SUITE=trixie scripts/base-image.sh, or MOLECULE_IMAGE_DEBIAN_13), as "<scenario>@debian-13"; the
+# sandbox covers the other roles on Debian 13. A scenario never runs twice at once (its container and state are named
+# after it).
+MOLECULE_ON_DEBIAN_13=(flash_attn default)
+
 tier_molecule() {
   scripts/docker-engine.sh && scripts/base-image.sh && molecule_gpu_kit || return 1
   MOLECULE_IMAGE=${MOLECULE_IMAGE:-$(scripts/base-image.sh --name)}
   export MOLECULE_IMAGE
-  local scenarios=() rc=0 s pid logs
-  for s in "${MOLECULE_LONGEST_FIRST[@]}"; do
-    [ -e "molecule/$s/molecule.yml" ] && scenarios+=("$s")
+  local debian_13_image=${MOLECULE_IMAGE_DEBIAN_13:-}
+  if [ -z "$debian_13_image" ]; then
+    BASE_IMAGE_SUITE=trixie scripts/base-image.sh || return 1
+    debian_13_image=$(BASE_IMAGE_SUITE=trixie scripts/base-image.sh --name)
+  fi
+  local jobs=() rc=0 s job logs
+  for job in "${MOLECULE_LONGEST_FIRST[@]}"; do
+    s=${job%@*}
+    [ -e "molecule/$s/molecule.yml" ] || continue
+    [ "$job" = "$s" ] || [[ " ${MOLECULE_ON_DEBIAN_13[*]} " == *" $s "* ]] && jobs+=("$job")
   done
   for s in molecule/*/molecule.yml; do
     [ -e "$s" ] || continue
     s=$(basename "$(dirname "$s")")
-    [[ " ${scenarios[*]} " == *" $s "* ]] || scenarios+=("$s")
+    [[ " ${jobs[*]} " == *" $s "* ]] || jobs+=("$s")
   done
-  if [ ${#scenarios[@]} -eq 0 ]; then
+  if [ ${#jobs[@]} -eq 0 ]; then
     echo "no molecule scenarios under molecule/" >&2
     return 1
   fi
+  for s in "${MOLECULE_ON_DEBIAN_13[@]}"; do
+    [ -e "molecule/$s/molecule.yml" ] && [[ " ${jobs[*]} " != *" $s@debian-13 "* ]] && jobs+=("$s@debian-13")
+  done
   logs=$(mktemp -d)
-  local -A scenario_of=() started_at=()
-  local next=0 finished
-  while [ $next -lt ${#scenarios[@]} ] || [ ${#scenario_of[@]} -gt 0 ]; do
-    if [ $next -lt ${#scenarios[@]} ] && [ ${#scenario_of[@]} -lt "$MOLECULE_JOBS" ]; then
-      s=${scenarios[$next]}
-      next=$((next + 1))
-      log "molecule/$s: started"
-      molecule test -s "$s" >"$logs/$s.log" 2>&1 &
-      scenario_of[$!]=$s
-      started_at[$!]=$SECONDS
-      continue
+  local -A job_of=() started_at=()
+  local index started finished
+  while [ ${#jobs[@]} -gt 0 ] || [ ${#job_of[@]} -gt 0 ]; do
+    started=false
+    if [ ${#job_of[@]} -lt "$MOLECULE_JOBS" ]; then
+      for index in "${!jobs[@]}"; do
+        job=${jobs[$index]}
+        s=${job%@*}
+        # Not while the same scenario runs (on the other image).
+        [[ " ${job_of[*]} " == *" $s "* || " ${job_of[*]} " == *" $s@"* ]] && continue
+        unset "jobs[$index]"
+        jobs=("${jobs[@]}")
+        log "molecule/$job: started"
+        if [ "$job" = "$s" ]; then
+          molecule test -s "$s" >"$logs/$job.log" 2>&1 &
+        else
+          MOLECULE_IMAGE=$debian_13_image molecule test -s "$s" >"$logs/$job.log" 2>&1 &
+        fi
+        job_of[$!]=$job
+        started_at[$!]=$SECONDS
+        started=true
+        break
+      done
     fi
-    wait -n -p finished "${!scenario_of[@]}"
+    $started && continue
+    wait -n -p finished "${!job_of[@]}"
     local status=$?
-    s=${scenario_of[$finished]}
-    echo "===== molecule/$s ====="
-    cat "$logs/$s.log"
+    job=${job_of[$finished]}
+    echo "===== molecule/$job ====="
+    cat "$logs/$job.log"
     if [ $status -eq 0 ]; then
-      summary+=("    molecule/$s: passed in $((SECONDS - started_at[$finished])) s")
+      summary+=("    molecule/$job: passed in $((SECONDS - started_at[$finished])) s")
     else
-      summary+=("    molecule/$s: FAILED after $((SECONDS - started_at[$finished])) s")
+      summary+=("    molecule/$job: FAILED after $((SECONDS - started_at[$finished])) s")
       rc=1
     fi
-    unset "scenario_of[$finished]" "started_at[$finished]"
+    unset "job_of[$finished]" "started_at[$finished]"
   done
   rm -rf "$logs"
   return $rc

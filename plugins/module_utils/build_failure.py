@@ -128,6 +128,12 @@ INCOMPATIBLE_PATTERNS = [
                 r"'[^']*nvcc')")),
     ("incompatible", "a header the build needs is missing",
      re.compile(r"fatal error: [\w./+-]+: No such file or directory")),
+    # A build without isolation (--no-build-isolation) imports setuptools from the virtualenv; Python 3.12 and newer
+    # make virtualenvs without it (torch 2.9.1 requires it there, an older torch may not).
+    ("incompatible", "the virtualenv has no setuptools, which a build without isolation imports from it: install "
+                     "setuptools into the virtualenv",
+     re.compile(r"(?:BackendUnavailable: Cannot import 'setuptools\.build_meta'|"
+                r"ModuleNotFoundError: No module named 'setuptools'$)")),
     ("incompatible", "the installed torch/CUDA is older than this package supports",
      re.compile(r"(?:FlashAttention is only supported on CUDA [\d.]+ and above|"
                 r"FlashAttention requires PyTorch [\d.]+ and above)")),

@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import json
+import re
 
 from ansible_collections.llmops.serving.tests.support.ansible_run import call_module, rerun_converge
 
 BUILD_RECORD = "/var/tmp/flash-attn-standin-build.json"
-WHEEL = "flash_attn-2.8.3.post2+cu13torch2.9cxx11abiTRUE-cp311-cp311-linux_x86_64.whl"
+
+
+def python_release(host):
+    """The container's Python as X.Y (3.11 on Debian 12, 3.13 on Debian 13)."""
+    return host.check_output("python3 -c \"import sys; print('%d.%d' % sys.version_info[:2])\"").strip()
+
+
+def wheel(host):
+    """Upstream's release asset name for the container's CPython (the one prepare.yml put into the wheel directory)."""
+    cp = "cp" + python_release(host).replace(".", "")
+    return "flash_attn-2.8.3.post2+cu13torch2.9cxx11abiTRUE-%s-%s-linux_x86_64.whl" % (cp, cp)
 
 
 def installed_version(host, venv):
@@ -20,7 +31,7 @@ def test_matching_prebuilt_wheel_is_installed_without_a_build(host):
     # The wheel path never builds: no stand-in setup.py ran and no build log exists.
     assert not host.file(BUILD_RECORD).exists
     assert not host.file("/var/log/llmops-serving/flash-attn-build.log").exists
-    assert host.file(f"/var/tmp/flash-attn-wheels/{WHEEL}").exists
+    assert host.file(f"/var/tmp/flash-attn-wheels/{wheel(host)}").exists
 
 
 def test_build_without_a_wheel_uses_the_capped_parallelism(host):
@@ -43,8 +54,10 @@ def test_build_without_a_wheel_uses_the_capped_parallelism(host):
     assert record["torch"] == "2.9.1+standin"
     assert record["ninja"] == "/opt/fa-build/venv/bin/ninja"
     assert f"MAX_JOBS={decision['max_jobs']}" in run.text and "FLASH_ATTN_CUDA_ARCHS=80" in run.text
-    # The full pip -v output is kept.
-    assert "Successfully installed flash-attn-2.8.3.post2" in host.file("/var/log/llmops-serving/flash-attn-build.log").content_string
+    # The full pip -v output is kept (the name as the environment's setuptools writes it: flash_attn since the
+    # setuptools that Python 3.13's build requirements bring, flash-attn before).
+    assert re.search(r"Successfully installed flash[-_]attn-2\.8\.3\.post2\b",
+                     host.file("/var/log/llmops-serving/flash-attn-build.log").content_string)
     assert installed_version(host, "/opt/fa-build/venv") == "2.8.3.post2"
     build = json.loads(host.file("/opt/fa-build/venv/molecule-flash-attn-build.json").content_string)
     assert build["max_jobs"] == decision["max_jobs"] and build["cuda_archs"] == "80"
@@ -75,4 +88,4 @@ def test_flash_attn_2_8_3_post2_is_refused_with_torch_2_13(host):
     assert run.rc != 0
     assert "flash-attn 2.8.3.post2 cannot be built against torch 2.13.0+standin" in run.text
     assert "C++20 or later compatible compiler is required to use ATen" in run.text
-    assert not host.file("/opt/fa-torch213/venv/lib/python3.11/site-packages/flash_attn").exists
+    assert not host.file("/opt/fa-torch213/venv/lib/python%s/site-packages/flash_attn" % python_release(host)).exists

@@ -16,4 +16,7 @@ setup(
     version=os.environ.get("TORCH_STANDIN_VERSION", "2.9.1+standin"),
     description="Test stand-in for torch: __version__, version.cuda and _C._GLIBCXX_USE_CXX11_ABI only; not PyTorch.",
     packages=["torch", "torch._C"],
+    # As the real torch 2.9.1 declares it (its Requires-Dist on PyPI): Python 3.12 and newer make virtualenvs without
+    # setuptools, and a build without isolation (flash-attn's) imports it from the environment.
+    install_requires=['setuptools; python_version >= "3.12"'],
 )

@@ -156,6 +156,25 @@ COLETTE_FLASH_ATTN_UNDEFINED_SYMBOL = """\
 ImportError: /usr/local/lib/python3.10/dist-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: undefined symbol: _ZN3c105ErrorC2ENS_14SourceLocationESs
 """
 
+# pip 25.1.1 on Debian 13's Python 3.13.5 (this project's molecule flash_attn scenario on the Debian 13 image,
+# 2026-12-05, before its stand-in torch required setuptools as the real torch 2.9.1 does): a build without isolation
+# in a virtualenv that Python 3.13 made without setuptools. The head and the end of the traceback, verbatim.
+PIP_NO_SETUPTOOLS_IN_VENV = """\
+Using pip 25.1.1 from /opt/sglang/venv/lib/python3.13/site-packages/pip (python 3.13)
+Looking in links: /var/tmp/python-wheels
+Processing /var/tmp/flash-attn-standin-src
+  Preparing metadata (pyproject.toml): started
+  Running command Preparing metadata (pyproject.toml)
+  Preparing metadata (pyproject.toml): finished with status 'done'
+ERROR: Exception:
+Traceback (most recent call last):
+  File "/opt/sglang/venv/lib/python3.13/site-packages/pip/_vendor/pyproject_hooks/_impl.py", line 402, in _call_hook
+    raise BackendUnavailable(
+    ...<4 lines>...
+    )
+pip._vendor.pyproject_hooks._impl.BackendUnavailable: Cannot import 'setuptools.build_meta'
+"""
+
 # --------------------------------------------------------------------------- no decisive line
 
 # https://github.com/Dao-AILab/flash-attention/issues/1921 - only the generic tail of a failed flash-attn build.
@@ -267,7 +286,10 @@ def test_cgroup_kills_from_before_the_build_do_not_count():
     (FLASH_ATTENTION_1759_CUDA_MISMATCH, "> The detected CUDA version (12.9) mismatches", "differs from the one torch"),
     (COLETTE_FLASH_ATTN_UNDEFINED_SYMBOL, "ImportError: /usr/local/lib/python3.10/dist-packages/flash_attn_2_cuda",
      "ABI"),
-], ids=["vllm-49260-cxx20", "flashdepth-2-gcc", "vgen-29-cuda", "flash-attention-1759-cuda", "colette-26-abi"])
+    (PIP_NO_SETUPTOOLS_IN_VENV, "pip._vendor.pyproject_hooks._impl.BackendUnavailable: Cannot import 'setuptools.build_meta'",
+     "install setuptools into the virtualenv"),
+], ids=["vllm-49260-cxx20", "flashdepth-2-gcc", "vgen-29-cuda", "flash-attention-1759-cuda", "colette-26-abi",
+        "pip-25.1-no-setuptools"])
 def test_incompatibility_logs(log, decisive_start, label_part):
     verdict = bf.classify_build_failure(log)
     assert verdict["cause"] == bf.CAUSE_INCOMPATIBLE
