@@ -106,14 +106,24 @@ def test_a_stray_directory_in_the_checkout_does_not_ship(tmp_path):
     assert "LICENSE" in members["clean"]
 
 
-def test_requires_ansible_is_the_tested_core():
-    """meta/runtime.yml must not promise an ansible-core that the pinned toolchain does not test."""
+def core_pin(path):
+    """The major.minor of the ansible-core a requirements file pins."""
+    pinned = [line.split("==", 1)[1].strip() for line in path.read_text().splitlines() if line.startswith("ansible-core==")]
+    assert len(pinned) == 1, "one ansible-core==X.Y.Z in %s" % path
+    return tuple(int(part) for part in pinned[0].split(".")[:2])
+
+
+def test_requires_ansible_is_the_tested_range():
+    """meta/runtime.yml promises exactly the ansible-core releases make test runs: from .venv's (requirements/runtime.txt)
+    to the newest of requirements/ansible-core/ (the ansible-core tier), each release file pinning its own."""
     runtime = yaml.safe_load((REPO / "meta" / "runtime.yml").read_text())
-    pinned = [line.split("==", 1)[1].strip() for line in (REPO / "requirements" / "runtime.txt").read_text().splitlines()
-              if line.startswith("ansible-core==")]
-    assert pinned, "ansible-core is pinned in requirements/runtime.txt"
-    major_minor = ".".join(pinned[0].split(".")[:2])
-    assert runtime["requires_ansible"] == f">={major_minor}.0", (runtime["requires_ansible"], pinned[0])
+    oldest = core_pin(REPO / "requirements" / "runtime.txt")
+    others = dict((path.stem, core_pin(path)) for path in (REPO / "requirements" / "ansible-core").glob("[0-9]*.txt"))
+    assert others and all(release == "%d.%d" % pinned for release, pinned in others.items()), others
+    newest = max(others.values())
+    assert runtime["requires_ansible"] == ">=%d.%d.0,<%d.%d.0" % (oldest + (newest[0], newest[1] + 1)), runtime["requires_ansible"]
+    # No gap: every release between the oldest and the newest is tested.
+    assert sorted(others.values()) == [(oldest[0], minor) for minor in range(oldest[1] + 1, newest[1] + 1)], others
 
 
 @pytest.mark.parametrize("module", MODULES)
