@@ -36,8 +36,9 @@ tier_unit() {
 }
 
 # The sanity and unit tiers again on each newer ansible-core release the collection supports (requirements/ansible-core/:
-# one file per release, with its controller Python; .venv holds the oldest, 2.19). The unit tests of the stand-ins
-# (tests/unit/simulators) import no ansible-core and run once, in the unit tier.
+# one file per release, with its controller Python; .venv holds the oldest, 2.19). The unit tests of the simulators, the
+# stand-ins and the scripts (tests/unit/simulators, standins, scripts) use no ansible-core of their own (the scripts'
+# tests call .venv's) and run once, in the unit tier.
 ansible_core_releases() {
   local file
   for file in "$REPO_ROOT"/requirements/ansible-core/[0-9]*.txt; do
@@ -45,8 +46,14 @@ ansible_core_releases() {
   done | sort -V
 }
 
+# On the newest release, also the integration tier's playbooks that need no sandbox: the collection built, installed and
+# documented by that ansible-galaxy and ansible-doc, deploy.yml parsed, and the Proxmox roles run against pve-sim (real
+# LXC containers, GPU passthrough proved inside). The sandbox runs on the oldest, in the integration tier.
+NEWEST_RELEASE_INTEGRATION=(tests/integration/test_collection_packaging.py tests/integration/test_pve_roles.py)
+
 tier_ansible-core() {
-  local release venv start rc=0 found=0
+  local release venv start rc=0 found=0 newest
+  newest=$(ansible_core_releases | tail -n 1)
   for release in $(ansible_core_releases); do
     found=1
     start=$SECONDS
@@ -62,9 +69,20 @@ tier_ansible-core() {
       continue
     fi
     log "ansible-core $release: unit"
-    if ! VENV=$venv PATH="$venv/bin:$PATH" run_pytest -q --durations=5 tests/unit --ignore=tests/unit/simulators; then
+    if ! VENV=$venv PATH="$venv/bin:$PATH" run_pytest -q --durations=5 tests/unit --ignore=tests/unit/simulators \
+        --ignore=tests/unit/standins --ignore=tests/unit/scripts; then
       summary+=("    ansible-core $release: unit FAILED after $((SECONDS - start)) s")
       rc=1
+      continue
+    fi
+    if [ "$release" = "$newest" ]; then
+      log "ansible-core $release: the integration tier's playbooks without the sandbox"
+      if ! VENV=$venv PATH="$venv/bin:$PATH" run_pytest -q --durations=5 "${NEWEST_RELEASE_INTEGRATION[@]}"; then
+        summary+=("    ansible-core $release: integration playbooks FAILED after $((SECONDS - start)) s")
+        rc=1
+        continue
+      fi
+      summary+=("    ansible-core $release ($("$venv/bin/python" --version)): sanity, unit and integration playbooks passed in $((SECONDS - start)) s")
       continue
     fi
     summary+=("    ansible-core $release ($("$venv/bin/python" --version)): sanity and unit passed in $((SECONDS - start)) s")
