@@ -31,8 +31,12 @@ tier_sanity() {
   scripts/sanity.sh
 }
 
+# The unit tiers run on both cores (pytest-xdist): their tests wait on ansible-playbook and module processes, each its
+# own temporary directory and loopback port (UNIT_JOBS=1: one process).
+UNIT_JOBS=${UNIT_JOBS:-2}
+
 tier_unit() {
-  run_pytest -q --durations=5 tests/unit
+  run_pytest -q --durations=5 -n "$UNIT_JOBS" tests/unit
 }
 
 # The sanity and unit tiers again on each newer ansible-core release the collection supports (requirements/ansible-core/:
@@ -46,10 +50,10 @@ ansible_core_releases() {
   done | sort -V
 }
 
-# On the newest release, also the integration tier's playbooks that need no sandbox: the collection built, installed and
-# documented by that ansible-galaxy and ansible-doc, deploy.yml parsed, and the Proxmox roles run against pve-sim (real
-# LXC containers, GPU passthrough proved inside). The sandbox runs on the oldest, in the integration tier.
-NEWEST_RELEASE_INTEGRATION=(tests/integration/test_collection_packaging.py tests/integration/test_pve_roles.py)
+# On the newest release, also the collection as users get it: built, installed and documented by that ansible-galaxy
+# and ansible-doc, deploy.yml parsed (a minute). The sandbox and the Proxmox roles' playbooks run on the oldest, in the
+# integration tier (test_pve_roles.py also passes on the newest, run by hand: 4 more minutes the budget does not have).
+NEWEST_RELEASE_INTEGRATION=(tests/integration/test_collection_packaging.py)
 
 tier_ansible-core() {
   local release venv start rc=0 found=0 newest
@@ -69,20 +73,20 @@ tier_ansible-core() {
       continue
     fi
     log "ansible-core $release: unit"
-    if ! VENV=$venv PATH="$venv/bin:$PATH" run_pytest -q --durations=5 tests/unit --ignore=tests/unit/simulators \
+    if ! VENV=$venv PATH="$venv/bin:$PATH" run_pytest -q --durations=5 -n "$UNIT_JOBS" tests/unit --ignore=tests/unit/simulators \
         --ignore=tests/unit/standins --ignore=tests/unit/scripts; then
       summary+=("    ansible-core $release: unit FAILED after $((SECONDS - start)) s")
       rc=1
       continue
     fi
     if [ "$release" = "$newest" ]; then
-      log "ansible-core $release: the integration tier's playbooks without the sandbox"
+      log "ansible-core $release: the collection as users get it (tests/integration/test_collection_packaging.py)"
       if ! VENV=$venv PATH="$venv/bin:$PATH" run_pytest -q --durations=5 "${NEWEST_RELEASE_INTEGRATION[@]}"; then
-        summary+=("    ansible-core $release: integration playbooks FAILED after $((SECONDS - start)) s")
+        summary+=("    ansible-core $release: packaging FAILED after $((SECONDS - start)) s")
         rc=1
         continue
       fi
-      summary+=("    ansible-core $release ($("$venv/bin/python" --version)): sanity, unit and integration playbooks passed in $((SECONDS - start)) s")
+      summary+=("    ansible-core $release ($("$venv/bin/python" --version)): sanity, unit and packaging passed in $((SECONDS - start)) s")
       continue
     fi
     summary+=("    ansible-core $release ($("$venv/bin/python" --version)): sanity and unit passed in $((SECONDS - start)) s")
