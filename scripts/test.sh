@@ -31,9 +31,11 @@ tier_sanity() {
   scripts/sanity.sh
 }
 
-# The unit tiers run on both cores (pytest-xdist): their tests wait on ansible-playbook and module processes, each its
-# own temporary directory and loopback port (UNIT_JOBS=1: one process).
+# The unit tier runs on both cores (pytest-xdist): its tests wait on ansible-playbook and module processes, each its
+# own temporary directory and loopback port (UNIT_JOBS=1: one process). The ansible-core tier's unit runs use one
+# (ANSIBLE_CORE_UNIT_JOBS): they run beside the integration tier, which needs the other core.
 UNIT_JOBS=${UNIT_JOBS:-2}
+ANSIBLE_CORE_UNIT_JOBS=${ANSIBLE_CORE_UNIT_JOBS:-1}
 
 tier_unit() {
   run_pytest -q --durations=5 -n "$UNIT_JOBS" tests/unit
@@ -73,7 +75,7 @@ tier_ansible-core() {
       continue
     fi
     log "ansible-core $release: unit"
-    if ! VENV=$venv PATH="$venv/bin:$PATH" run_pytest -q --durations=5 -n "$UNIT_JOBS" tests/unit --ignore=tests/unit/simulators \
+    if ! VENV=$venv PATH="$venv/bin:$PATH" run_pytest -q --durations=5 -n "$ANSIBLE_CORE_UNIT_JOBS" tests/unit --ignore=tests/unit/simulators \
         --ignore=tests/unit/standins --ignore=tests/unit/scripts; then
       summary+=("    ansible-core $release: unit FAILED after $((SECONDS - start)) s")
       rc=1
