@@ -92,22 +92,3 @@ def test_the_model_inputs_refuse_a_shell_in_an_environment_name_and_a_model_dir_
     for name in MODEL_REFUSED:
         assert checked[name].get("failed"), (name, checked[name])
         assert "sglang_model_dir must be an absolute path without '..'" in checked[name]["msg"], checked[name]
-
-
-def test_the_virtualenv_is_named_by_the_release_of_the_interpreter_it_is_made_with(tmp_path):
-    # Stand-ins for /usr/bin/python3 before and after the host's upgrade from Debian 12 to 13: each answers the role's
-    # version question as that Python does.
-    interpreters = {}
-    for release in ("3.11", "3.13"):
-        path = tmp_path / ("python-%s" % release)
-        path.write_text("#!/bin/sh\necho %s\n" % release)
-        path.chmod(0o755)
-        interpreters[release] = str(path)
-    cases = {"debian-12": {"sglang_python": interpreters["3.11"]}, "debian-12-again": {"sglang_python": interpreters["3.11"]},
-             "debian-13": {"sglang_python": interpreters["3.13"]}, "missing": {"sglang_python": str(tmp_path / "no-python")}}
-    checked, published = run_inputs(tmp_path, cases)
-    venvs = dict((name, published[name]["ansible_facts"]["sglang_venv"]) for name in cases)
-    assert not any(checked[name].get("failed") for name in cases)
-    assert venvs["debian-12"] == venvs["debian-12-again"]
-    assert len({venvs["debian-12"], venvs["debian-13"], venvs["missing"]}) == 3
-    assert all(os.path.dirname(venv) == "/opt/sglang/envs" for venv in venvs.values())

@@ -62,13 +62,3 @@ def test_smg_by_default_and_the_predecessor_for_existing_installs():
     assert failed_conditions(sglang_router_package="sglang-router", sglang_router_version="0.3.2") == []
     failed = failed_conditions(sglang_router_package="vllm-router")
     assert len(failed) == 1 and "sglang_router_package" in failed[0]
-
-
-def test_another_release_of_the_same_interpreter_is_another_virtualenv():
-    # After an OS upgrade /usr/bin/python3 is 3.13 where it was 3.11: the old environment's compiled wheels (grpcio,
-    # PyYAML) are the old Python's, so the request, and the virtualenv, must differ.
-    variables = {"inventory_hostname": "r", "groups": {"sglang_servers": []}}
-    names = [render("{{ _sglang_router_venv }}", dict(variables, _sglang_router_python_release={"rc": 0, "stdout": release + "\n"}),
-                    ROUTER_VARS) for release in ("3.11", "3.11", "3.13")]
-    assert names[0] == names[1] != names[2]
-    assert all(name.startswith("/opt/sglang-router/envs/1.13.0-") for name in names)
