@@ -250,7 +250,7 @@ class LxcRuntime(NullRuntime):
         copies = self.make_passthrough_nodes(vmid, config)
         self.check_reachable(vmid, config, rootfs, copies)
         log_file = os.path.join(directory, "start.log")
-        if self.node_cgroup_version == 2 and any(is_cgroup_setting(entry.key) == 1 for entry in ignored_on_node(config, 2)):
+        if self.node_cgroup_version == 2 and ignored_on_node(config, 2):
             # What LXC on a pure cgroup v2 node logs at this start (lxc-start appends to the same file).
             with open(log_file, "a", encoding="utf-8") as handle:
                 handle.write("lxc %d %s WARN     cgfsng - cgroups/cgfsng.c:cgfsng_setup_limits_legacy:2767 - %s\n"
@@ -312,8 +312,8 @@ _V2_TO_V1 = {
 
 
 def is_cgroup_setting(key):
-    """(version, True) for an ``lxc.cgroup2.*`` (2) or ``lxc.cgroup.*`` (1) controller setting; LXC's own
-    ``lxc.cgroup.relative``/``lxc.cgroup.dir*`` keys are not settings."""
+    """2 for an ``lxc.cgroup2.*`` controller setting, 1 for an ``lxc.cgroup.*`` one, None for any other key (LXC's own
+    ``lxc.cgroup.relative``/``lxc.cgroup.dir*`` keys are not settings)."""
     if key.startswith("lxc.cgroup2."):
         return 2
     if key.startswith("lxc.cgroup.") and key != "lxc.cgroup.relative" and not key.startswith("lxc.cgroup.dir"):
@@ -334,7 +334,7 @@ def translate_raw(key, value, cgroup_version):
         if key in _V2_TO_V1:
             return _V2_TO_V1[key][0], value
         return None
-    if cgroup_version == 2 and key.startswith("lxc.cgroup.") and key not in ("lxc.cgroup.relative",) and not key.startswith("lxc.cgroup.dir"):
+    if cgroup_version == 2 and is_cgroup_setting(key) == 1:
         v2 = dict((v1, v2key) for v2key, (v1, _conv) in _V2_TO_V1.items())
         return (v2[key], value) if key in v2 else None
     return key, value
