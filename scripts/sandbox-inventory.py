@@ -150,13 +150,21 @@ def write(inventory_dir, count, model_nodes=0, pve_release="9", model_nodes_debi
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("count", type=int)
+    parser.add_argument("count", type=int, nargs="?")
+    parser.add_argument("--templates", action="store_true",
+                        help="print the file names of the containers' templates (scripts/sandbox.sh builds them) and exit")
     parser.add_argument("--model-nodes", type=int, default=0)
     parser.add_argument("--pve-release", default="9")
     parser.add_argument("--model-nodes-debian")
     parser.add_argument("--inventory", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                                             "inventories", "sandbox"))
     options = parser.parse_args(argv)
+    if options.templates:
+        for volume in TEMPLATES.values():
+            print(volume.split(":vztmpl/", 1)[1])
+        return 0
+    if options.count is None:
+        parser.error("COUNT is required")
     try:
         paths = write(options.inventory, options.count, options.model_nodes, options.pve_release, options.model_nodes_debian)
     except ValueError as exc:

@@ -27,8 +27,6 @@ set -euo pipefail
 SANDBOX_DIR="$REPO_ROOT/.build/sandbox"
 PVE_STATE="$SANDBOX_DIR/pve-sim"
 TEMPLATE_CACHE="${PVE_SIM_TEMPLATE_CACHE:-$REPO_ROOT/.build/pve-sim-cache}"
-# Both Debian releases' templates (PVE's names for them), built once: which one a container gets is the inventory's.
-TEMPLATES=(debian-13-standard_13.1-2_amd64.tar.zst debian-12-standard_12.7-1_amd64.tar.zst)
 PVE_RELEASE=${SANDBOX_PVE_RELEASE:-9}
 # Two GPUs per container (scripts/sandbox-inventory.py assigns them in inventory order).
 GPUS_PER_CONTAINER=2
@@ -92,10 +90,12 @@ prepare_secrets() {
   fi
 }
 
+# Both Debian releases' templates (scripts/sandbox-inventory.py names them), built once: which one a container gets is
+# the inventory's.
 ensure_templates() {
   local template
   mkdir -p "$TEMPLATE_CACHE"
-  for template in "${TEMPLATES[@]}"; do
+  for template in $("$VENV/bin/python" "$REPO_ROOT/scripts/sandbox-inventory.py" --templates); do
     if ! pve_sim template check --output "$TEMPLATE_CACHE/$template" >/dev/null 2>&1; then
       log "sandbox: building the container template $template (debootstrap, about a minute, once)"
       pve_sim template build --output "$TEMPLATE_CACHE/$template"

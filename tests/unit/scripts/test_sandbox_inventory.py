@@ -156,3 +156,8 @@ def test_ansible_gives_the_examples_containers_the_pve_8_template_over_the_examp
     seen = host_vars(example, overlay, "llm-qwen-a")
     assert seen["pve_container_ostemplate"] == inventory.TEMPLATES["12"]
     assert seen["ansible_host"] == "10.213.0.11" and seen["pve_container_gpus"] == [0, 1]
+
+
+def test_the_templates_the_sandbox_builds_are_the_inventorys(capsys):
+    assert inventory.main(["--templates"]) == 0
+    assert capsys.readouterr().out.split() == [volume.split(":vztmpl/")[1] for volume in inventory.TEMPLATES.values()]
