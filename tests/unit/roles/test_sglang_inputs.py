@@ -43,17 +43,21 @@ REFUSED = {
 }
 
 
-def run_inputs(tmp_path, cases, check_name="Check the role's inputs"):
+def run_playbook(tmp_path, cases, playbook=PLAYBOOK):
+    """The playbook on one local host per case; its json callback report."""
     inventory = {"all": {"hosts": {name: dict(variables, ansible_connection="local", ansible_python_interpreter=sys.executable)
                                    for name, variables in cases.items()}}}
     (tmp_path / "inventory.json").write_text(json.dumps(inventory))
-    (tmp_path / "play.yml").write_text(PLAYBOOK)
+    (tmp_path / "play.yml").write_text(playbook)
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "collections"), ANSIBLE_STDOUT_CALLBACK="json",
                ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
     run = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(tmp_path / "inventory.json"),
                           str(tmp_path / "play.yml")], capture_output=True, text=True, timeout=300, check=False, env=env, cwd=tmp_path)
-    report = json.loads(run.stdout)
-    tasks = report["plays"][0]["tasks"]
+    return json.loads(run.stdout)
+
+
+def run_inputs(tmp_path, cases, check_name="Check the role's inputs"):
+    tasks = run_playbook(tmp_path, cases)["plays"][0]["tasks"]
     check = next(task for task in tasks if task["task"]["name"].endswith(check_name))
     published = next(task for task in tasks if task["task"]["name"].endswith("Publish the virtualenv this request installs into"))
     return check["hosts"], published["hosts"]
@@ -92,3 +96,55 @@ def test_the_model_inputs_refuse_a_shell_in_an_environment_name_and_a_model_dir_
     for name in MODEL_REFUSED:
         assert checked[name].get("failed"), (name, checked[name])
         assert "sglang_model_dir must be an absolute path without '..'" in checked[name]["msg"], checked[name]
+
+
+def test_the_virtualenv_is_named_by_the_release_of_the_interpreter_it_is_made_with(tmp_path):
+    # Stand-ins for /usr/bin/python3 before and after the host's upgrade from Debian 12 to 13: each answers the role's
+    # version question as that Python does.
+    interpreters = {}
+    for release in ("3.11", "3.13"):
+        path = tmp_path / ("python-%s" % release)
+        path.write_text("#!/bin/sh\necho %s\n" % release)
+        path.chmod(0o755)
+        interpreters[release] = str(path)
+    cases = {"debian-12": {"sglang_python": interpreters["3.11"]}, "debian-12-again": {"sglang_python": interpreters["3.11"]},
+             "debian-13": {"sglang_python": interpreters["3.13"]}, "missing": {"sglang_python": str(tmp_path / "no-python")}}
+    checked, published = run_inputs(tmp_path, cases)
+    venvs = dict((name, published[name]["ansible_facts"]["sglang_venv"]) for name in cases)
+    assert not any(checked[name].get("failed") for name in cases)
+    assert venvs["debian-12"] == venvs["debian-12-again"]
+    assert len({venvs["debian-12"], venvs["debian-13"], venvs["missing"]}) == 3
+    assert all(os.path.dirname(venv) == "/opt/sglang/envs" for venv in venvs.values())
+
+
+# As install.yml runs it: facts.yml (which imports inputs.yml) again, under a condition that is false when nothing is
+# installed. The skipped read must not rename the virtualenv: the rollout once validated flags with an environment
+# that did not exist (rc 127) because a skipped task's register had replaced the release.
+SKIPPED_REREAD_PLAYBOOK = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - ansible.builtin.import_role:
+        name: llmops.serving.sglang
+        tasks_from: inputs
+    - ansible.builtin.import_role:
+        name: llmops.serving.sglang
+        tasks_from: facts
+      when: false
+    - name: Name the virtualenv after the skipped read
+      ansible.builtin.debug:
+        msg: "{{ _sglang_venv }}"
+"""
+
+
+def test_a_skipped_read_of_the_release_keeps_the_virtualenvs_name(tmp_path):
+    python = tmp_path / "python-3.13"
+    python.write_text("#!/bin/sh\necho 3.13\n")
+    python.chmod(0o755)
+    report = run_playbook(tmp_path, {"upgraded": {"sglang_python": str(python)}}, SKIPPED_REREAD_PLAYBOOK)
+    tasks = report["plays"][0]["tasks"]
+    published = next(task for task in tasks if task["task"]["name"].endswith("Publish the virtualenv this request installs into"))
+    skipped = [task for task in tasks if task["task"]["name"].endswith("Read the version of the Python the virtualenv is made with")]
+    assert [task["hosts"]["upgraded"].get("skipped", False) for task in skipped] == [False, True]
+    named = next(task for task in tasks if task["task"]["name"] == "Name the virtualenv after the skipped read")
+    assert named["hosts"]["upgraded"]["msg"] == published["hosts"]["upgraded"]["ansible_facts"]["sglang_venv"]

@@ -14,6 +14,8 @@ import yaml
 from ansible_collections.llmops.serving.tests.unit.roles.templar import REPO, render
 
 ROUTER_VARS = ("roles/sglang_router/defaults/main.yml", "roles/sglang_router/vars/main.yml")
+# A router host as tasks/install.yml leaves it: the interpreter's release read (part of the virtualenv's name).
+HOST = {"inventory_hostname": "r", "groups": {"sglang_servers": []}, "_sglang_router_python_release": "3.13"}
 
 
 def failed_conditions(**variables):
@@ -21,7 +23,7 @@ def failed_conditions(**variables):
         task = next(task for task in yaml.safe_load(handle) if task["name"] == "Check the router's inputs")
     conditions = task["ansible.builtin.assert"]["that"]
     holds = render("{{ [%s] }}" % ", ".join("(%s) | bool" % condition for condition in conditions),
-                   dict({"inventory_hostname": "r", "groups": {"sglang_servers": []}}, **variables), ROUTER_VARS)
+                   dict(HOST, **variables), ROUTER_VARS)
     return [condition for condition, held in zip(conditions, holds) if not held]
 
 
@@ -43,7 +45,7 @@ def test_dependency_pins_are_name_equals_version_and_join_the_install_request():
                 "fastapi", "fastapi==0.165.0 --pre", "fastapi==0.165.0\n--trusted-host=x"):
         failed = failed_conditions(sglang_router_dependency_pins=[pin])
         assert len(failed) == 1 and "sglang_router_dependency_pins" in failed[0], (pin, failed)
-    variables = {"inventory_hostname": "r", "groups": {"sglang_servers": []}}
+    variables = dict(HOST)
     plain = render("{{ [_sglang_router_venv, _sglang_router_install_argv] }}", variables, ROUTER_VARS)
     pinned = render("{{ [_sglang_router_venv, _sglang_router_install_argv] }}",
                     dict(variables, sglang_router_dependency_pins=["fastapi==0.165.0"]), ROUTER_VARS)
@@ -52,7 +54,7 @@ def test_dependency_pins_are_name_equals_version_and_join_the_install_request():
 
 
 def test_smg_by_default_and_the_predecessor_for_existing_installs():
-    variables = {"inventory_hostname": "r", "groups": {"sglang_servers": []}}
+    variables = dict(HOST)
     default = render("{{ [sglang_router_package_spec, _sglang_router_install_argv[-1], _sglang_router_venv] }}", variables,
                      ROUTER_VARS)
     assert default[:2] == ["smg==1.13.0", "smg==1.13.0"] and default[2].startswith("/opt/sglang-router/envs/1.13.0-")
@@ -62,3 +64,13 @@ def test_smg_by_default_and_the_predecessor_for_existing_installs():
     assert failed_conditions(sglang_router_package="sglang-router", sglang_router_version="0.3.2") == []
     failed = failed_conditions(sglang_router_package="vllm-router")
     assert len(failed) == 1 and "sglang_router_package" in failed[0]
+
+
+def test_another_release_of_the_same_interpreter_is_another_virtualenv():
+    # After an OS upgrade /usr/bin/python3 is 3.13 where it was 3.11: the old environment's compiled wheels (grpcio,
+    # PyYAML) are the old Python's, so the request, and the virtualenv, must differ.
+    variables = dict(HOST)
+    names = [render("{{ _sglang_router_venv }}", dict(variables, _sglang_router_python_release=release),
+                    ROUTER_VARS) for release in ("3.11", "3.11", "3.13")]
+    assert names[0] == names[1] != names[2]
+    assert all(name.startswith("/opt/sglang-router/envs/1.13.0-") for name in names)
