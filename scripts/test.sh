@@ -57,9 +57,30 @@ ansible_core_releases() {
 # integration tier (test_pve_roles.py also passes on the newest, run by hand: 4 more minutes the budget does not have).
 NEWEST_RELEASE_INTEGRATION=(tests/integration/test_collection_packaging.py)
 
+# Their virtualenvs are made in the background from the start of a run that has tiers before this one (downloads and
+# installs, a minute or more each on a fresh machine, mostly waiting on the network), so the tier starts with them.
+ansible_core_venvs_pid=""
+ansible_core_venvs_log=""
+make_ansible_core_venvs_in_background() {
+  ansible_core_venvs_log=$(mktemp)
+  (
+    for release in $(ansible_core_releases); do
+      scripts/venv.sh --ansible-core "$release" >/dev/null || exit 1
+    done
+  ) >"$ansible_core_venvs_log" 2>&1 &
+  ansible_core_venvs_pid=$!
+}
+
 tier_ansible-core() {
   local release venv start rc=0 found=0 newest
   newest=$(ansible_core_releases | tail -n 1)
+  if [ -n "$ansible_core_venvs_pid" ]; then
+    # What failed there is made again below, where its failure counts.
+    wait "$ansible_core_venvs_pid" || log "ansible-core: the virtualenvs made in the background failed; making them again"
+    cat "$ansible_core_venvs_log"
+    rm -f "$ansible_core_venvs_log"
+    ansible_core_venvs_pid=""
+  fi
   for release in $(ansible_core_releases); do
     found=1
     start=$SECONDS
@@ -195,9 +216,32 @@ tier_molecule() {
   return $rc
 }
 
+# The sandbox's tests (test_sandbox.py: one sandbox after another, most of the tier's time, mostly waiting on its
+# containers) run beside the other integration modules (the Proxmox roles and pve-sim on LXC, the build cap in a
+# container, the mirror, the packaging: about 7 minutes). They share nothing: pve-sim names each state directory's
+# containers apart, test_pve_sim_lxc.py makes its own bridge on another network, test_pve_roles.py its own device
+# directory. The others' output follows the sandbox's. INTEGRATION_JOBS=1: one after the other.
+INTEGRATION_JOBS=${INTEGRATION_JOBS:-2}
+SANDBOX_TESTS=tests/integration/test_sandbox.py
+
 tier_integration() {
+  local others_log others_pid rc others_rc
   scripts/docker-engine.sh && scripts/base-image.sh || return 1
-  run_pytest -q --durations=10 tests/integration
+  if [ "$INTEGRATION_JOBS" -lt 2 ]; then
+    run_pytest -q --durations=10 tests/integration
+    return
+  fi
+  others_log=$(mktemp)
+  run_pytest -q --durations=5 tests/integration --ignore="$SANDBOX_TESTS" >"$others_log" 2>&1 &
+  others_pid=$!
+  run_pytest -q --durations=10 "$SANDBOX_TESTS"
+  rc=$?
+  wait "$others_pid"
+  others_rc=$?
+  log "----- the other integration modules (beside $SANDBOX_TESTS): exit status $others_rc -----"
+  cat "$others_log"
+  rm -f "$others_log"
+  [ $rc -eq 0 ] && [ $others_rc -eq 0 ]
 }
 
 tiers=("$@")
@@ -231,6 +275,9 @@ run_tier() {
 }
 
 total_start=$SECONDS
+if [[ " ${tiers[*]} " == *" ansible-core "* ]] && [ "${tiers[0]}" != ansible-core ]; then
+  make_ansible_core_venvs_in_background
+fi
 for tier in "${tiers[@]}"; do
   if $integration_beside_molecule && [[ "$tier" = integration || "$tier" = ansible-core ]]; then
     continue

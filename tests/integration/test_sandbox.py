@@ -17,7 +17,8 @@ one sandbox (module fixture):
   a package upgrade (a stand-in release that cannot start) is staged on both containers, fails at the first, which
   runs its previous SGLang from its previous environment again, the second untouched ->
   the incident: unit stopped, a stray started with nohup on the port, verify.yml names the stray's PID; stray
-  removed, deploy again passes -> `make sandbox-down` removes what it created and nothing else.
+  removed, deploy again passes -> `make sandbox-down` removes what it created and nothing else -> last, a sandbox of its
+  own in PVE 8 mode (`SANDBOX_PVE_RELEASE=8`, Debian 12 containers) deploys the example and verifies, then goes.
 
 Needs root, lxc, debootstrap/zstd (the container template is built once into .build/pve-sim-cache) and ssh.
 """
@@ -126,8 +127,9 @@ def sandbox():
         pytest.skip("this machine has an NVIDIA driver loaded: the sandbox's GPU kit would replace its /dev/nvidia* nodes")
     # Without a driver, /dev/nvidia* nodes are a stand-in's left behind (a killed run): the kit replaces them and
     # `down` removes what it made.
-    # veth pairs of the containers come and go; what existed before the sandbox must survive it.
-    LINKS_BEFORE[:] = [name for name in network_links() if not name.startswith("veth")]
+    # veth pairs of the containers come and go, and so do the bridges of test_pve_sim_lxc.py (pvst<id>), which the
+    # integration tier runs beside this module; what else existed before the sandbox must survive it.
+    LINKS_BEFORE[:] = [name for name in network_links() if not name.startswith(("veth", "pvst"))]
     up = sandbox_script("up")
     try:
         yield up
@@ -1116,3 +1118,45 @@ def test_sandbox_down_removes_what_it_made_and_nothing_else(sandbox):
         assert "llmsbx0" not in rules, rules
     # The template cache is shared with other tests and kept.
     assert any((REPO / ".build" / "pve-sim-cache").glob("*.tar.zst"))
+
+
+def test_on_a_proxmox_ve_8_node_the_example_deploys_on_debian_12_and_verifies():
+    # After `down` above: `make sandbox SANDBOX_PVE_RELEASE=8`, as a user whose node still runs Proxmox VE 8 makes it -
+    # the same example on a node with PVE 8's version, kernel and defaults, every container on Debian 12 (PVE 8's
+    # template, Python 3.11). The tests above ran PVE 9 with Debian 13 (and 12 for the model nodes). Its own sandbox,
+    # not the module's: this machine is one node, one sandbox at a time.
+    if os.path.exists("/proc/driver/nvidia/version"):
+        pytest.skip("this machine has an NVIDIA driver loaded: the sandbox's GPU kit would replace its /dev/nvidia* nodes")
+    if SANDBOX.exists():
+        # Selected with the module's sandbox up (-k): that one goes first.
+        down = sandbox_script("down", timeout=600)
+        assert down.returncode == 0, down.stdout + down.stderr
+    release = dict((field, sim_cli("release", "8", "--field", field).stdout.strip()) for field in ("version", "kernel"))
+    up = subprocess.run(["bash", str(REPO / "scripts" / "sandbox.sh"), "up"], cwd=str(REPO), capture_output=True, text=True,
+                        timeout=1800, check=False,
+                        env=dict(os.environ, SANDBOX_PVE_RELEASE="8", PATH=str(VENV_BIN) + os.pathsep + os.environ["PATH"]))
+    try:
+        assert up.returncode == 0, up.stdout[-6000:] + up.stderr[-4000:]
+        PVE_SIM.endpoint = json.loads((PVE_SIM.state / "endpoint.json").read_text())
+        assert PVE_SIM.api().version.get()["version"] == release["version"]
+        # The node's kernel is PVE 8's, and its preflight (the driver against that kernel) found nothing wrong.
+        assert (SANDBOX / "gpu-kit" / "proc/sys/kernel/osrelease").read_text().strip() == release["kernel"]
+        preflight = json.loads((REPORTS / "preflight-pve1.json").read_text())
+        assert (preflight["errors"], preflight["warnings"]) == (0, 0), preflight["summary"]
+        node = kit_gpus()
+        for host, settings in HOSTS.items():
+            report = summary(host)
+            assert report["status"] == "passed", report
+            assert report["deployment_id"] == record(host)["deployment_id"]
+            assert [gpu["uuid"] for gpu in report["gpus"]] == [node[index]["uuid"] for index in settings["gpus"]], report["gpus"]
+            assert inside(host, "sh", "-c", ". /etc/os-release; echo $VERSION_ID").strip() == "12", host
+            environments = inside(host, "sh", "-c", "ls -d /opt/sglang/envs/*/lib/python3.*").split()
+            assert environments and all(path.endswith("/python3.11") for path in environments), (host, environments)
+            # The example asks for unprivileged containers; PVE 8's default is privileged, so the role must say so.
+            assert inside(host, "cat", "/proc/self/uid_map").split() == ["0", "100000", "65536"]
+        router = json.loads((REPORTS / ("router-%s.json" % ROUTER_HOST)).read_text())
+        assert router["status"] == "passed" and sorted(router["registered"]) == ROUTER_WORKERS, router
+    finally:
+        down = sandbox_script("down", timeout=600)
+        assert down.returncode == 0, down.stdout + down.stderr
+    assert not SANDBOX.exists()
