@@ -26,7 +26,7 @@ from sglang_checks import (
     wait_until,
 )
 
-from ansible_collections.llmops.serving.tests.support.ansible_run import call_module, rerun_converge
+from ansible_collections.llmops.serving.tests.support.ansible_run import call_module, rerun_converge, short_name
 
 SERVICE = "llmops.serving.service_provenance"
 LOG = "llmops.serving.log_provenance"
@@ -212,4 +212,29 @@ def test_a_refused_memory_plan_leaves_the_running_server_untouched(host, extra_v
     assert (after["MainPID"], after["InvocationID"]) == (before["MainPID"], before["InvocationID"])
     assert {path: host.file(path).sha256sum for path in watched} == sums
     assert host.file(CURRENT_LOG).linked_to == current
+    wait_ready(host)
+
+
+def test_a_change_deployed_after_the_start_limit_is_used_up_still_restarts_the_server(host):
+    # StartLimitBurst= counts deliberate starts like crash-loop ones: a few deploys and a rollback within
+    # StartLimitIntervalSec= used it up, and the next deploy's restart was refused ("Start request repeated too
+    # quickly", worded by systemctl as "a fatal signal was delivered to the control process"). Used up by hand here.
+    refused = None
+    for _start in range(int(host.check_output(f"systemctl show -p StartLimitBurst --value {UNIT}")) + 1):
+        restarted = host.run(f"systemctl restart {UNIT}")
+        if restarted.rc != 0:
+            refused = restarted
+            break
+        wait_ready(host)
+    assert refused is not None, "systemd never refused a start: the test did not use up the limit"
+    # systemctl words it as the last stop's result (Result= stays "signal"); the journal says what it was.
+    assert "Start request repeated too quickly" in host.check_output(f"journalctl -u {UNIT} -n 20 --no-pager"), refused.stderr
+    before = deployment_id(host)
+    run = rerun_role({"sglang_service_environment": {"SGLANG_SIM_STARTUP_SECONDS": "1", "LLMOPS_MOLECULE_CHANGE": "start-limit"}})
+    assert "Restart the SGLang service" in [short_name(name.rsplit(" on ", 1)[0]) for name in run.changed_tasks()], run.changed_tasks()
+    assert deployment_id(host) != before
+    wait_ready(host)
+    # And back to the scenario's deployment, with a restart of its own.
+    rerun_role({})
+    assert deployment_id(host) == before
     wait_ready(host)
