@@ -194,7 +194,8 @@ added:
   elements: str
   sample: ["http://127.0.0.1:31001"]
 removed:
-  description: Normalized URLs removed by this run (in check mode, those that would be).
+  description: Normalized URLs removed by this run (in check mode, those that would be). A registration already
+    draining (left by a run killed while it drained) is not one of them - the gateway removes it; it is in RV(drained).
   returned: always
   type: list
   elements: str
@@ -548,8 +549,11 @@ def main():
 
     removals = [(url, worker_id) for url in expected for worker_id in sglang_router.find_worker_ids(workers, url)]
     if module.check_mode:
-        result["removed"] = sorted(set(url for url, dummy_id in removals))
-        result["changed"] = bool(removals)
+        # As the run itself counts: a registration already draining (a run killed while it drained) is only waited
+        # for, the gateway removes it, and this run requests nothing for it.
+        draining = set(worker["id"] for worker in workers if worker.get("status") == "draining")
+        result["removed"] = sorted(set(url for url, worker_id in removals if worker_id not in draining))
+        result["changed"] = bool(result["removed"])
         module.exit_json(**router.scrub(result))
     removed = set()
     if sglang_router.drains(workers):

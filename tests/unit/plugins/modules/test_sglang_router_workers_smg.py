@@ -115,10 +115,10 @@ class FakeSmg:
             return 405, b""
 
 
-def run(base, workers, timeout=5, **options):
+def run(base, workers, timeout=5, check_mode=False, **options):
     args = dict(url=base, workers=list(workers), poll_interval=0.02, timeout=timeout, api_key=KEY, **options)
     with within(timeout + 10):
-        return run_module(sglang_router_workers.main, args)
+        return run_module(sglang_router_workers.main, args, check_mode=check_mode)
 
 
 def calls(router):
@@ -162,6 +162,23 @@ def test_absent_fails_at_its_timeout_naming_the_requests_still_in_flight(serve):
     # Left draining: no new request reaches it, and the next run waits for its removal.
     assert [worker["status"] for worker in router.workers] == ["draining"]
     assert calls(router) == [("DELETE", "workers")]
+
+
+def test_a_worker_left_draining_is_waited_for_and_is_no_change_of_this_run_in_check_mode_either(serve):
+    # A run killed while its server drained left it draining: the next absent run requests nothing (a second request
+    # would leave the first's timer), waits until the gateway removes it, and says the same in check mode.
+    router = FakeSmg(urls=[URL_0, URL_1])
+    router.drain(router.workers[1], 0.5)
+    base = serve(router)
+    checked, failed = run(base, [URL_1], state="absent", check_mode=True)
+    assert not failed, checked["msg"]
+    assert (checked["removed"], checked["changed"]) == ([], False)
+    result, failed = run(base, [URL_1], state="absent", timeout=30)
+    assert not failed, result["msg"]
+    assert (result["removed"], result["changed"]) == ([], False)
+    assert [entry["url"] for entry in result["drained"]] == [URL_1]
+    assert calls(router) == []
+    assert [worker["url"] for worker in result["workers"]] == [URL_0]
 
 
 def test_a_drain_time_not_shorter_than_the_timeout_is_refused(serve):
