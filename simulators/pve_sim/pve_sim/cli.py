@@ -381,7 +381,13 @@ def build_template(output, from_rootfs=None, mirror="http://deb.debian.org/debia
     """debootstrap --variant=minbase (systemd, python3, sshd) packed as a zstd tarball, PVE's vztmpl format, with the
     recipe's digest in <output>.recipe. A tarball packed --from-rootfs gets no recipe file (it is not the recipe's)."""
     recipe = template_recipe(suite_of_template(output))
-    work = tempfile.mkdtemp(prefix="pve-sim-template.", dir=os.path.dirname(os.path.abspath(output)))
+    # The root file system is made in the temporary directory, never beside the output: debootstrap mounts /proc in it
+    # while it runs, and the output's directory is often inside a checkout (.build/pve-sim-cache), whose tree other
+    # programs walk meanwhile (ansible-galaxy collection build failed on rootfs/proc/<pid>/net, EINVAL). Only the
+    # packed tarball goes there, under a temporary name, then replaces the output in one rename.
+    work = tempfile.mkdtemp(prefix="pve-sim-template.")
+    handle, temporary = tempfile.mkstemp(prefix=".pve-sim-template.", suffix=".partial", dir=os.path.dirname(os.path.abspath(output)))
+    os.close(handle)
     try:
         rootfs = from_rootfs
         if rootfs is None:
@@ -389,9 +395,8 @@ def build_template(output, from_rootfs=None, mirror="http://deb.debian.org/debia
             subprocess.run(["debootstrap", "--variant=minbase", "--include=" + TEMPLATE_PACKAGES, recipe["suite"], rootfs, mirror],
                            check=True, capture_output=True, timeout=timeout)
             finish_rootfs(rootfs)
-        temporary = os.path.join(work, "template.tar.zst")
         with subprocess.Popen(["tar", "-C", rootfs, "--numeric-owner", "-cf", "-", "."], stdout=subprocess.PIPE) as tar:
-            subprocess.run(["zstd", "-q", "-T0", "-o", temporary], stdin=tar.stdout, check=True, timeout=timeout)
+            subprocess.run(["zstd", "-q", "-f", "-T0", "-o", temporary], stdin=tar.stdout, check=True, timeout=timeout)
         if os.path.lexists(recipe_path(output)):
             os.unlink(recipe_path(output))
         os.replace(temporary, output)
@@ -401,6 +406,8 @@ def build_template(output, from_rootfs=None, mirror="http://deb.debian.org/debia
             os.replace(recipe_path(output) + ".tmp", recipe_path(output))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
     return output
 
 

@@ -123,6 +123,38 @@ def test_finish_rootfs_masks_enables_and_removes_host_keys(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("zstd") is None, reason="needs zstd")
+def test_the_root_file_system_is_made_outside_the_templates_directory(tmp_path, monkeypatch):
+    # debootstrap mounts /proc in the root file system while it runs; the templates' directory is often in a checkout
+    # (.build/pve-sim-cache), which ansible-galaxy collection build walks (EINVAL on rootfs/proc/<pid>/net). A
+    # debootstrap stand-in records where it was asked to install and what the templates' directory held meanwhile.
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(cli.tempfile, "tempdir", None)
+    seen = {}
+    real_run = cli.subprocess.run
+
+    def run(argv, **options):
+        if argv[0] != "debootstrap":
+            return real_run(argv, **options)
+        rootfs = argv[-2]
+        seen.update(rootfs=rootfs, beside=sorted(os.listdir(cache)))
+        for directory in ("etc/apt", "etc/systemd/system"):
+            os.makedirs(os.path.join(rootfs, directory))
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(cli.subprocess, "run", run)
+    output = cache / "debian-13-standard_13.1-2_amd64.tar.zst"
+    assert cli.build_template(str(output)) == str(output)
+    assert seen["rootfs"].startswith(str(tmp_path / "tmp") + os.sep), seen
+    # Beside the output only the packed tarball's temporary name, which replaced the output: nothing is left but it.
+    assert [name for name in seen["beside"] if not name.endswith(".partial")] == []
+    assert sorted(os.listdir(cache)) == [output.name, output.name + ".recipe"]
+    assert os.listdir(tmp_path / "tmp") == []
+
+
+@pytest.mark.skipif(shutil.which("zstd") is None, reason="needs zstd")
 def test_template_check_says_whether_the_tarball_matches_the_current_recipe(tmp_path):
     tarball = tmp_path / cli.DEFAULT_TEMPLATE
     missing = sim_cli("template", "check", "--output", tarball)
