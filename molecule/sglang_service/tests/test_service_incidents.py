@@ -95,6 +95,10 @@ def test_failed_launch_while_an_old_server_still_answers(host):
         rerun_role({"sglang_service_extra_args": ["--cuda-graph-max-bs", "8"]})
         wait_until(lambda: "ambiguous option" in host.run(f"cat {CURRENT_LOG}").stdout, 30,
                    "the failed launch's argparse error in its own log")
+        # Restart=on-failure launches it again (RestartSec=) until the start limit: asked while a new launch has
+        # just begun, its log is a fresh start's. Asked once systemd gave up, the answer holds still.
+        wait_until(lambda: unit_properties(host)["ActiveState"] == "failed", 180,
+                   "systemd to give up the failing launch at its start limit")
         result, failed = call_module(host, SERVICE, name=UNIT, port=PORT, deployment_id=deployment_id(host))
         assert failed
         assert str(old) in result["msg"], result["msg"]

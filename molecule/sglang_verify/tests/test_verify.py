@@ -78,12 +78,16 @@ def test_the_verdict_is_published_for_node_exporter(host):
 
 
 def test_readiness_is_noticed_within_two_seconds_of_the_ready_line():
-    # A new deployment (another startup time) restarts the unit; the start takes longer than the tasks before the
-    # wait, so the wait really waits for the ready line.
-    run, summary = converge({"sglang_service_environment": dict(BASE_ENV, SGLANG_SIM_STARTUP_SECONDS="10")})
-    assert run.rc == 0, run.summary()
-    lag = summary["ready_noticed_after_line_seconds"]
-    assert lag is not None, "the server was ready before the wait began: nothing was measured"
+    # A new deployment (another startup time) restarts the unit; the start must take longer than the tasks before the
+    # wait, so the wait really waits for the ready line. On a loaded machine those tasks can outlast a start: then
+    # nothing was measured (the summary says so), and the next deployment starts more slowly, up to three times.
+    for startup in ("10", "30", "90"):
+        run, summary = converge({"sglang_service_environment": dict(BASE_ENV, SGLANG_SIM_STARTUP_SECONDS=startup)})
+        assert run.rc == 0, run.summary()
+        lag = summary["ready_noticed_after_line_seconds"]
+        if lag is not None:
+            break
+    assert lag is not None, "the server was ready before the wait began, even with a %s s start: nothing was measured" % startup
     print(f"\nreadiness: noticed {lag:.3f} s after the simulator's ready line (limit 2 s)")
     assert 0 <= lag <= 2.0
 
