@@ -75,9 +75,11 @@ pytestmark = [
 ]
 
 
-def sandbox_script(*args, timeout=1800):
+def sandbox_script(*args, timeout=1800, settings=None):
+    """scripts/sandbox.sh ARGS with the sandbox settings a user passes to make (SANDBOX_PVE_RELEASE=8, ...)."""
     return subprocess.run(["bash", str(REPO / "scripts" / "sandbox.sh")] + list(args), cwd=str(REPO), capture_output=True, text=True,
-                          timeout=timeout, check=False, env=dict(os.environ, PATH=str(VENV_BIN) + os.pathsep + os.environ["PATH"]))
+                          timeout=timeout, check=False,
+                          env=dict(os.environ, PATH=str(VENV_BIN) + os.pathsep + os.environ["PATH"], **(settings or {})))
 
 
 def playbook(name, *args, timeout=900, environment=None):
@@ -1035,10 +1037,7 @@ def test_a_model_across_two_containers_runs_one_deployment_and_names_a_stopped_n
     # After the other tests: two more containers run ONE model (TP 4, two ranks each), node rank 0 behind the router.
     # As `make sandbox SANDBOX_MODEL_NODES=2 SANDBOX_MODEL_NODES_DEBIAN=12` prepares it: the inventory's two more
     # containers, on Debian 12 (PVE 8's template) beside the example's Debian 13 ones, and the GPU kit's four more GPUs.
-    made = subprocess.run(["bash", str(REPO / "scripts" / "sandbox.sh"), "prepare"], cwd=str(REPO), capture_output=True, text=True,
-                          timeout=900, check=False,
-                          env=dict(os.environ, SANDBOX_MODEL_NODES="2", SANDBOX_MODEL_NODES_DEBIAN="12",
-                                   PATH=str(VENV_BIN) + os.pathsep + os.environ["PATH"]))
+    made = sandbox_script("prepare", timeout=900, settings={"SANDBOX_MODEL_NODES": "2", "SANDBOX_MODEL_NODES_DEBIAN": "12"})
     assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
     assert len(kit_gpus()) == 8
     # The first deploy of the new containers is interrupted as an operator does (Ctrl-C) while hf downloads the model
@@ -1132,9 +1131,7 @@ def test_on_a_proxmox_ve_8_node_the_example_deploys_on_debian_12_and_verifies():
         down = sandbox_script("down", timeout=600)
         assert down.returncode == 0, down.stdout + down.stderr
     release = dict((field, sim_cli("release", "8", "--field", field).stdout.strip()) for field in ("version", "kernel"))
-    up = subprocess.run(["bash", str(REPO / "scripts" / "sandbox.sh"), "up"], cwd=str(REPO), capture_output=True, text=True,
-                        timeout=1800, check=False,
-                        env=dict(os.environ, SANDBOX_PVE_RELEASE="8", PATH=str(VENV_BIN) + os.pathsep + os.environ["PATH"]))
+    up = sandbox_script("up", settings={"SANDBOX_PVE_RELEASE": "8"})
     try:
         assert up.returncode == 0, up.stdout[-6000:] + up.stderr[-4000:]
         PVE_SIM.endpoint = json.loads((PVE_SIM.state / "endpoint.json").read_text())
